@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# One entry point for developers and CI (run as root, or with sudo, on Debian 12):
+#   tools/dev.sh build                 set up, build (build/)
+#   tools/dev.sh test                  set up, build, run every test (ctest)
+#   tools/dev.sh mount [REPO] [DIR]    set up, build, mount REPO (DoctorPopi/python_wheelhouse)
+#                                      on DIR (/mnt/wheelhouse)
+#   tools/dev.sh sanitize address|thread [CTEST ARGS]
+#                                      build in build-<kind>/ with sanitizers and run the unit tests
+set -euo pipefail
+cd "$(dirname "$0")/.."
+src=$PWD
+jobs=${WHFS_JOBS:-$(nproc)}
+
+configure_and_build() {  # build_dir [cmake args...]
+  local dir=$1
+  shift
+  cmake -S "$src" -B "$dir" -G Ninja "$@" >/dev/null
+  cmake --build "$dir" -j "$jobs"
+}
+
+cmd=${1:-test}
+shift || true
+case $cmd in
+  build)
+    tools/setup.sh
+    configure_and_build build
+    ;;
+  test)
+    tools/setup.sh --tests
+    configure_and_build build
+    ctest --test-dir build --output-on-failure -j "$jobs" --output-junit ctest-junit.xml "$@"
+    ;;
+  sanitize)
+    kind=${1:?usage: dev.sh sanitize address|thread [ctest args]}
+    shift
+    tools/setup.sh --tests
+    configure_and_build "build-$kind" -DWHFS_SANITIZE="$kind" -DWHFS_BENCH=OFF
+    ctest --test-dir "build-$kind" --output-on-failure -j "$jobs" -L unit "$@"
+    ;;
+  mount)
+    repo=${1:-DoctorPopi/python_wheelhouse}
+    dir=${2:-/mnt/wheelhouse}
+    tools/setup.sh
+    configure_and_build build
+    if [[ ! -x build/fs/wheelhousefs ]]; then
+      echo "dev.sh: the mount (wheelhousefs) is not built yet in this version; see README" >&2
+      exit 2
+    fi
+    mkdir -p "$dir"
+    exec build/fs/wheelhousefs "$repo" "$dir"
+    ;;
+  *)
+    echo "usage: tools/dev.sh build|test|mount [REPO] [DIR]|sanitize address|thread" >&2
+    exit 2
+    ;;
+esac
