@@ -6,6 +6,8 @@
 #                                      on DIR (/mnt/wheelhouse)
 #   tools/dev.sh sanitize address|thread [CTEST ARGS]
 #                                      build in build-<kind>/ with sanitizers and run the unit tests
+#   tools/dev.sh fuzz [SECONDS]        build the libFuzzer targets (clang) in build-fuzz/ and run
+#                                      each for SECONDS (default 60) from tests/fuzz/corpus/
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src=$PWD
@@ -36,6 +38,26 @@ case $cmd in
     tools/setup.sh --tests
     configure_and_build "build-$kind" -DWHFS_SANITIZE="$kind" -DWHFS_BENCH=OFF
     ctest --test-dir "build-$kind" --output-on-failure -j "$jobs" -L unit "$@"
+    ;;
+  fuzz)
+    secs=${1:-60}
+    tools/setup.sh --tests
+    fuzzers=()
+    for f in tests/fuzz/*_fuzz.cpp; do fuzzers+=("$(basename "$f" .cpp)"); done
+    CC=clang CXX=clang++ cmake -S "$src" -B build-fuzz -G Ninja -DWHFS_FUZZ=ON -DWHFS_BENCH=OFF >/dev/null
+    cmake --build build-fuzz -j "$jobs" --target "${fuzzers[@]}"
+    for name in "${fuzzers[@]}"; do
+      work=build-fuzz/corpus/$name
+      mkdir -p "$work"
+      echo "fuzz: $name for ${secs}s"
+      if ! build-fuzz/tests/fuzz/"$name" -max_total_time="$secs" -timeout=10 \
+             -print_final_stats=1 "$work" "tests/fuzz/corpus/$name" >"build-fuzz/$name.log" 2>&1; then
+        tail -n 40 "build-fuzz/$name.log"
+        echo "fuzz: $name FAILED (crash input saved in the current folder)" >&2
+        exit 1
+      fi
+      grep -E "^stat::number_of_executed_units|^Done" "build-fuzz/$name.log" || true
+    done
     ;;
   mount)
     repo=${1:-DoctorPopi/python_wheelhouse}

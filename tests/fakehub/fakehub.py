@@ -31,6 +31,7 @@ import hashlib
 import json
 import os
 import secrets
+import socket
 import sys
 import threading
 import time
@@ -50,6 +51,22 @@ def parse_rate(text):
         return None
     mult = {"k": 1e3, "m": 1e6, "g": 1e9}.get(text[-1].lower(), 1)
     return float(text[:-1] if mult != 1 else text) * mult
+
+
+def cdn_address(host):
+    """(host name for URLs, loopback address to bind) for the CDN. The name must differ from
+    the Hub's 127.0.0.1 so that clients see another origin; when it does not resolve (a system
+    without /etc/hosts), 127.0.0.2, which is loopback on Linux without any setup, stands in."""
+    try:
+        for info in socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM):
+            addr = info[4][0]
+            if addr.startswith("127."):
+                return host, addr
+    except socket.gaierror:
+        pass
+    print(f"fakehub: {host} does not resolve to a loopback address; the CDN uses 127.0.0.2",
+          file=sys.stderr)
+    return "127.0.0.2", "127.0.0.2"
 
 
 class RateLimiter:
@@ -278,7 +295,8 @@ class App:
             self.servers[kind] = None
         elif up and srv is None:
             handler = HubHandler if kind == "hub" else CdnHandler
-            self.serve(kind, handler, "127.0.0.1", self.ports[kind])
+            addr = "127.0.0.1" if kind == "hub" else cdn_address(self.args.cdn_host)[1]
+            self.serve(kind, handler, addr, self.ports[kind])
 
     def describe(self):
         st = self.state
@@ -295,10 +313,11 @@ class App:
     def start(self):
         a = self.args
         self.serve("hub", HubHandler, "127.0.0.1", a.hub_port)
-        self.serve("cdn", CdnHandler, "127.0.0.1", a.cdn_port)
+        cdn_host, cdn_addr = cdn_address(a.cdn_host)
+        self.serve("cdn", CdnHandler, cdn_addr, a.cdn_port)
         self.serve("control", ControlHandler, "127.0.0.1", a.control_port)
         self.state.hub_base = f"http://127.0.0.1:{self.ports['hub']}"
-        self.state.cdn_base = f"http://{a.cdn_host}:{self.ports['cdn']}"
+        self.state.cdn_base = f"http://{cdn_host}:{self.ports['cdn']}"
         info = {"hub": self.state.hub_base, "cdn": self.state.cdn_base,
                 "control": f"http://127.0.0.1:{self.ports['control']}", "pid": os.getpid()}
         if a.ports_file:

@@ -57,9 +57,19 @@ class FakeHub:
         return self.ctl("/config", cfg)
 
     def log(self):
-        """Every request so far (from the JSON-lines file the emulator writes)."""
-        with open(self.log_path, encoding="utf-8") as f:
-            return [json.loads(line) for line in f if line.strip()]
+        """Every request so far (from the JSON-lines file the emulator writes). A request's line
+        lands just after its response, so read until the file stops growing."""
+        def read():
+            with open(self.log_path, encoding="utf-8") as f:
+                return [json.loads(line) for line in f if line.strip()]
+        entries = read()
+        for _ in range(40):
+            time.sleep(0.025)
+            again = read()
+            if len(again) == len(entries):
+                break
+            entries = again
+        return entries
 
     def clear_log(self):
         self.ctl("/log/clear", {})

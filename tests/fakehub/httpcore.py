@@ -344,6 +344,7 @@ class Handler(BaseHTTPRequestHandler):
             "bytes": self.bytes_sent,
             "fault": self.fault_used,
             "ua": self.headers.get("User-Agent"),
+            "peer": self.client_address[1],
             "accept_encoding": self.headers.get("Accept-Encoding"),
         }
         entry.update(self.log_extra)

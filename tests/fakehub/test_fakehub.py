@@ -227,7 +227,7 @@ class FakeHubTest(unittest.TestCase):
             self.assertEqual(status, 302)
             self.assertEqual(body, b"")
             loc = urlsplit(h["location"])
-            self.assertEqual(loc.hostname, "localhost")
+            self.assertEqual(loc.hostname, urlsplit(self.hub.cdn).hostname)  # localhost
             self.assertNotEqual(loc.hostname, urlsplit(self.hub.hub).hostname)
             self.assertRegex(h["x-repo-commit"], SHA_RE)
             self.assertEqual(h["x-linked-etag"], f'"{hashlib.sha256(data).hexdigest()}"')

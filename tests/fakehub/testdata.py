@@ -21,3 +21,8 @@ def dataset(profile="small", **params):
         fcntl.flock(lock, fcntl.LOCK_EX)
         gen_wheelhouse.generate(out, small=(profile == "small"), quiet=True, **params)
     return out
+
+
+if __name__ == "__main__":
+    import sys
+    print(dataset(sys.argv[1] if len(sys.argv) > 1 else "small"))

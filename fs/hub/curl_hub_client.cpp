@@ -1,0 +1,610 @@
+// CurlHubClient: the HubClient over HttpTransport. Every call is bounded by its deadline and
+// retried with backoff on transient failures; redirects are followed by hand so that the token
+// only ever goes to the endpoint's origin.
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cctype>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <mutex>
+#include <random>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "fs/common/version.h"
+#include "fs/hub/hub_client.h"
+#include "fs/hub/listing.h"
+#include "fs/hub/token.h"
+#include "fs/hub/url.h"
+
+namespace whfs::hub {
+namespace {
+
+constexpr int kMaxRedirects = 10;
+
+HubError make_error(HubErrorKind kind, std::string message, int status = 0) {
+  return HubError{kind, std::move(message), status, "", ""};
+}
+
+// What one attempt of a call ended with.
+struct Outcome {
+  // kProgress: a short but well-formed answer moved forward; ask for the rest at once, which
+  // does not count as a retry.
+  enum class Kind { kDone, kProgress, kRetry, kFail } kind = Kind::kDone;
+  HubError error;
+  std::optional<std::chrono::seconds> hint;  // the server's own wait, for 429/503
+};
+
+Outcome done() { return {}; }
+Outcome fail(HubError e) { return {Outcome::Kind::kFail, std::move(e), std::nullopt}; }
+Outcome retry(HubError e, std::optional<std::chrono::seconds> hint = std::nullopt) {
+  return {Outcome::Kind::kRetry, std::move(e), hint};
+}
+
+bool is_redirect(int status) {
+  return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
+}
+
+// The query value of `key` (raw, not decoded), or "".
+std::string query_value(std::string_view url, std::string_view key) {
+  const auto q = url.find('?');
+  if (q == std::string_view::npos) return {};
+  std::string_view rest = url.substr(q + 1);
+  while (!rest.empty()) {
+    auto amp = rest.find('&');
+    auto item = rest.substr(0, amp);
+    if (item.size() > key.size() && item.starts_with(key) && item[key.size()] == '=') {
+      return std::string(item.substr(key.size() + 1));
+    }
+    if (amp == std::string_view::npos) break;
+    rest = rest.substr(amp + 1);
+  }
+  return {};
+}
+
+// When a signed URL stops working, from X-Amz-Date + X-Amz-Expires or CloudFront's Expires.
+std::optional<std::time_t> signed_url_expiry(std::string_view url) {
+  const std::string amz_date = query_value(url, "X-Amz-Date");
+  const std::string amz_expires = query_value(url, "X-Amz-Expires");
+  if (amz_date.size() == 16 && !amz_expires.empty()) {
+    std::tm tm{};
+    if (strptime(amz_date.c_str(), "%Y%m%dT%H%M%SZ", &tm) != nullptr) {
+      return timegm(&tm) + std::atol(amz_expires.c_str());
+    }
+  }
+  const std::string expires = query_value(url, "Expires");
+  if (!expires.empty()) return static_cast<std::time_t>(std::atoll(expires.c_str()));
+  return std::nullopt;
+}
+
+// Validates and consumes the body of a ranged GET into `out`, starting at out[*got], which is
+// file offset `start`. Fresh per response: the first bytes decide whether the body is usable.
+class RangeSink {
+ public:
+  RangeSink(std::span<std::byte> out, std::size_t* got, std::uint64_t start,
+            std::uint64_t file_size)
+      : out_(out), got_(got), start_(start), file_size_(file_size) {}
+
+  bool operator()(const HttpResponse& head, std::span<const std::byte> data) {
+    if (!checked_ && !check(head)) return false;
+    if (skip_ > 0) {
+      const auto n = std::min<std::uint64_t>(skip_, data.size());
+      skip_ -= n;
+      data = data.subspan(n);
+    }
+    const std::size_t n = std::min(data.size(), out_.size() - *got_);
+    std::copy_n(data.begin(), n, out_.begin() + static_cast<std::ptrdiff_t>(*got_));
+    *got_ += n;
+    if (*got_ < out_.size()) return true;
+    // Full. A 206 that ends here completes normally and keeps its connection for the next
+    // request; the rest of a 200 (the whole file) or bytes beyond the range are not wanted.
+    return status_ == 206 && n == data.size();
+  }
+
+  const std::string& mismatch() const { return mismatch_; }
+
+ private:
+  bool check(const HttpResponse& head) {
+    checked_ = true;
+    status_ = head.status;
+    const std::string enc = head.header("content-encoding");
+    if (!enc.empty() && enc != "identity") {
+      mismatch_ = "body is " + enc + "-encoded although identity was asked for";
+      return false;
+    }
+    if (head.status == 206) {
+      const std::string cr = head.header("content-range");
+      unsigned long long a = 0;
+      unsigned long long b = 0;
+      char total[32] = {0};
+      if (std::sscanf(cr.c_str(), "bytes %llu-%llu/%31s", &a, &b, total) != 3 || b < a) {
+        mismatch_ = "206 without a valid Content-Range (\"" + cr + "\")";
+        return false;
+      }
+      if (a != start_) {
+        mismatch_ = "206 for offset " + std::to_string(a) + ", asked " + std::to_string(start_);
+        return false;
+      }
+      if (std::string_view(total) != "*" && std::strtoull(total, nullptr, 10) != file_size_) {
+        mismatch_ = std::string("file is ") + total + " bytes, listed as " +
+                    std::to_string(file_size_);
+        return false;
+      }
+      return true;
+    }
+    if (head.status == 200) {
+      // The server ignored Range: the body is the whole file; skip to our offset.
+      const std::string cl = head.header("content-length");
+      if (!cl.empty() && std::strtoull(cl.c_str(), nullptr, 10) != file_size_) {
+        mismatch_ = "200 body of " + cl + " bytes, listed as " + std::to_string(file_size_);
+        return false;
+      }
+      skip_ = start_;
+      return true;
+    }
+    mismatch_ = "unexpected status " + std::to_string(head.status);
+    return false;
+  }
+
+  std::span<std::byte> out_;
+  std::size_t* got_;
+  std::uint64_t start_;
+  std::uint64_t file_size_;
+  std::uint64_t skip_ = 0;
+  bool checked_ = false;
+  int status_ = 0;
+  std::string mismatch_;
+};
+
+class CurlHubClient final : public HubClient {
+ public:
+  explicit CurlHubClient(HubClientConfig config)
+      : config_(std::move(config)),
+        tokens_(config_.token_file),
+        transport_(config_.http),
+        endpoint_origin_(origin_of(config_.endpoint)),
+        rng_(std::random_device{}()) {
+    const bool dataset = config_.repo.type == RepoType::kDataset;
+    api_base_ = config_.endpoint + (dataset ? "/api/datasets/" : "/api/models/") + config_.repo.id;
+    file_base_ = config_.endpoint + (dataset ? "/datasets/" : "/") + config_.repo.id;
+  }
+
+  ~CurlHubClient() override { cancel(); }
+
+  Expected<Revision, HubError> resolve_revision(std::string_view revision,
+                                                Deadline deadline) override {
+    const std::string url = api_base_ + "/revision/" + encode_segment(revision) +
+                            "?expand=sha&expand=lastModified";
+    auto resp = api_get(url, deadline);
+    if (!resp) return unexpected(std::move(resp).error());
+    auto info = parse_revision_info(resp->body);
+    if (!info) return unexpected(std::move(info).error());
+    return Revision{info->commit, info->last_modified};
+  }
+
+  Expected<std::vector<RemoteEntry>, HubError> list_folder(std::string_view commit,
+                                                           std::string_view folder,
+                                                           bool recursive,
+                                                           Deadline deadline) override {
+    std::string url = api_base_ + "/tree/" + std::string(commit) +
+                      (folder.empty() ? "" : "/" + encode_path(folder)) + "?limit=1000" +
+                      (recursive ? "&recursive=true" : "");
+    std::vector<RemoteEntry> entries;
+    std::unordered_set<std::string> seen_paths;
+    std::unordered_set<std::string> seen_urls{url};
+    for (std::size_t page = 0;; ++page) {
+      if (page >= config_.max_pages) {
+        return unexpected(make_error(HubErrorKind::kBadResponse,
+                                     "listing has more than " + std::to_string(config_.max_pages) +
+                                         " pages; refusing to truncate it"));
+      }
+      auto resp = api_get(url, deadline);
+      if (!resp) return unexpected(std::move(resp).error());
+      auto parsed = parse_tree_page(resp->body, folder, recursive);
+      if (!parsed) return unexpected(std::move(parsed).error());
+      for (const auto& why : parsed->skipped) {
+        spdlog::warn("listing of \"{}\": skipped remote entry {}", folder, why);
+      }
+      for (auto& e : parsed->entries) {
+        if (seen_paths.insert(e.path).second) entries.push_back(std::move(e));
+      }
+      const auto next = parse_link_next(resp->header("link"));
+      if (!next) break;
+      const auto origin = origin_of(*next);
+      if (!origin || !endpoint_origin_ || *origin != *endpoint_origin_) {
+        return unexpected(make_error(HubErrorKind::kBadResponse,
+                                     "next-page link points to another origin: " + redact(*next)));
+      }
+      if (!seen_urls.insert(*next).second) {
+        return unexpected(make_error(HubErrorKind::kBadResponse,
+                                     "next-page link repeats an earlier page: " + redact(*next)));
+      }
+      url = *next;
+    }
+    return entries;
+  }
+
+  Expected<void, HubError> read_range(const FileRef& file, std::uint64_t offset,
+                                      std::span<std::byte> out, Deadline deadline) override {
+    if (out.empty()) return {};
+    if (offset + out.size() > file.size) {
+      return unexpected(make_error(HubErrorKind::kBadResponse, "read past the end of " + file.path));
+    }
+    const std::string resolve_url =
+        file_base_ + "/resolve/" + file.commit + "/" + encode_path(file.path);
+    const std::string key = file.commit + '\0' + file.path;
+    std::size_t got = 0;
+    bool refreshed = false;
+    auto attempt = [&]() -> Outcome {
+      const std::size_t before = got;
+      auto cached = cached_url(key);
+      std::string url = cached.value_or(resolve_url);
+      for (int hop = 0; hop <= kMaxRedirects; ++hop) {
+        HttpRequest req;
+        req.url = url;
+        req.headers = {"Accept-Encoding: identity",
+                       "Range: bytes=" + std::to_string(offset + got) + "-" +
+                           std::to_string(offset + out.size() - 1)};
+        add_auth(req);
+        RangeSink sink(out, &got, offset + got, file.size);
+        BodySink body = [&sink](const HttpResponse& h, std::span<const std::byte> d) {
+          return sink(h, d);
+        };
+        stats_.requests++;
+        auto resp = transport_.perform(req, deadline, body);
+        if (!resp) {
+          stats_.bytes += resp.error().body_bytes;
+          return transfer_outcome(resp.error(), file.path);
+        }
+        stats_.bytes += resp->body_bytes;
+        const int status = resp->status;
+        if (is_redirect(status)) {
+          const std::string loc = resp->header("location");
+          if (loc.empty()) return fail(response_error(*resp, file.path));
+          url = resolve_reference(url, loc);
+          stats_.redirects++;
+          continue;
+        }
+        if ((status == 401 || status == 403) && url != resolve_url && !refreshed) {
+          // The signed URL expired or was revoked: forget it and resolve again, once.
+          refreshed = true;
+          forget_url(key);
+          spdlog::debug("{}: signed URL refused ({}), resolving again", file.path, status);
+          url = resolve_url;
+          continue;
+        }
+        if (status >= 200 && status < 300) {
+          if (!sink.mismatch().empty()) {
+            return retry(make_error(HubErrorKind::kCorrupt, file.path + ": " + sink.mismatch(),
+                                    status));
+          }
+          if (url != resolve_url) remember_url(key, url);
+          if (got == out.size()) return done();
+          // A short but well-formed answer: ask for the rest at once if it made progress.
+          if (got > before) return Outcome{Outcome::Kind::kProgress, {}, std::nullopt};
+          return retry(make_error(HubErrorKind::kCorrupt,
+                                  file.path + ": body ended after " + std::to_string(got) +
+                                      " of " + std::to_string(out.size()) + " bytes",
+                                  status));
+        }
+        return status_outcome(*resp, file.path);
+      }
+      return fail(make_error(HubErrorKind::kBadResponse, file.path + ": too many redirects"));
+    };
+    return run_with_retries(attempt, deadline, "read " + file.path);
+  }
+
+  const HubStats& stats() const override { return stats_; }
+
+  void cancel() override {
+    {
+      std::lock_guard lock(sleep_mu_);
+      cancelled_ = true;
+    }
+    sleep_cv_.notify_all();
+    transport_.cancel();
+  }
+
+ private:
+  template <class Attempt>
+  Expected<void, HubError> run_with_retries(Attempt&& attempt, Deadline deadline,
+                                            const std::string& what) {
+    HubError last = make_error(HubErrorKind::kTimeout, what + ": deadline passed");
+    for (int tries = 0; tries < config_.retry.max_attempts;) {
+      if (Clock::now() >= deadline) break;
+      Outcome o = attempt();
+      if (o.kind == Outcome::Kind::kDone) return {};
+      if (o.kind == Outcome::Kind::kFail) {
+        stats_.errors++;
+        return unexpected(std::move(o.error));
+      }
+      if (o.kind == Outcome::Kind::kProgress) continue;
+      last = std::move(o.error);
+      ++tries;
+      if (tries >= config_.retry.max_attempts) break;
+      const auto delay = retry_delay(tries - 1, o.hint);
+      if (Clock::now() + delay >= deadline) {
+        // Waiting would pass the deadline: fail now with what we know.
+        if (last.kind != HubErrorKind::kRateLimited) last.kind = HubErrorKind::kTimeout;
+        last.message = what + ": gave up before the deadline (" + last.message + ")";
+        break;
+      }
+      stats_.retries++;
+      spdlog::debug("{}: {}; retry {} in {} ms", what, last.describe(), tries, delay.count());
+      if (!sleep_for(delay)) {
+        stats_.errors++;
+        return unexpected(make_error(HubErrorKind::kCancelled, what + ": shutting down"));
+      }
+    }
+    if (Clock::now() >= deadline && last.kind != HubErrorKind::kRateLimited &&
+        last.kind != HubErrorKind::kCancelled) {
+      last.kind = HubErrorKind::kTimeout;
+    }
+    stats_.errors++;
+    return unexpected(std::move(last));
+  }
+
+  std::chrono::milliseconds retry_delay(int retry_index, std::optional<std::chrono::seconds> hint) {
+    std::uniform_real_distribution<double> dist(0.0, 1.0);
+    double u = 0;
+    {
+      std::lock_guard lock(rng_mu_);
+      u = dist(rng_);
+    }
+    auto delay = backoff_delay(config_.retry, retry_index, u);
+    if (hint) {
+      // The server's wait plus one second, as the official clients do.
+      delay = std::max<std::chrono::milliseconds>(delay, *hint + std::chrono::seconds(1));
+    }
+    return delay;
+  }
+
+  bool sleep_for(std::chrono::milliseconds d) {
+    std::unique_lock lock(sleep_mu_);
+    sleep_cv_.wait_for(lock, d, [this] { return cancelled_; });
+    return !cancelled_;
+  }
+
+  // GET an API URL (JSON), following redirects; the final 2xx response with its body.
+  Expected<HttpResponse, HubError> api_get(const std::string& start_url, Deadline deadline) {
+    HttpResponse result;
+    auto attempt = [&]() -> Outcome {
+      std::string url = start_url;
+      for (int hop = 0; hop <= kMaxRedirects; ++hop) {
+        HttpRequest req;
+        req.url = url;
+        req.headers = {"Accept: application/json", "Accept-Encoding: identity"};
+        add_auth(req);
+        stats_.requests++;
+        auto resp = transport_.perform(req, deadline);
+        if (!resp) return transfer_outcome(resp.error(), redact(url));
+        stats_.bytes += resp->body_bytes;
+        if (is_redirect(resp->status)) {
+          const std::string loc = resp->header("location");
+          if (loc.empty()) return fail(response_error(*resp, redact(url)));
+          url = resolve_reference(url, loc);
+          stats_.redirects++;
+          continue;
+        }
+        if (resp->status >= 200 && resp->status < 300) {
+          result = std::move(resp).value();
+          return done();
+        }
+        return status_outcome(*resp, redact(url));
+      }
+      return fail(make_error(HubErrorKind::kBadResponse, redact(start_url) + ": too many redirects"));
+    };
+    auto r = run_with_retries(attempt, deadline, "GET " + redact(start_url));
+    if (!r) return unexpected(std::move(r).error());
+    return result;
+  }
+
+  // The token goes to the endpoint's origin and nowhere else (not to a CDN, not after a
+  // redirect to another host or port).
+  void add_auth(HttpRequest& req) {
+    const auto origin = origin_of(req.url);
+    if (!origin || !endpoint_origin_ || *origin != *endpoint_origin_) return;
+    if (auto token = tokens_.token()) req.headers.push_back("Authorization: Bearer " + *token);
+  }
+
+  Outcome transfer_outcome(const TransferError& e, const std::string& what) {
+    using K = TransferError::Kind;
+    switch (e.kind) {
+      case K::kCancelled:
+        return fail(make_error(HubErrorKind::kCancelled, what + ": shutting down"));
+      case K::kTooLarge:
+        return fail(make_error(HubErrorKind::kBadResponse, what + ": " + e.message));
+      case K::kTimeout:
+        return retry(make_error(HubErrorKind::kTimeout, what + ": " + e.message));
+      case K::kTruncated:
+        return retry(make_error(HubErrorKind::kCorrupt, what + ": truncated body (" + e.message + ")"));
+      case K::kConnect:
+      case K::kReset:
+      case K::kOther:
+        return retry(make_error(HubErrorKind::kUnavailable, what + ": " + e.message));
+    }
+    return retry(make_error(HubErrorKind::kUnavailable, what + ": " + e.message));
+  }
+
+  Outcome status_outcome(const HttpResponse& resp, const std::string& what) {
+    HubError e = response_error(resp, what);
+    if (retryable_status(resp.status)) {
+      return retry(std::move(e),
+                   server_retry_hint(resp.header("retry-after"), resp.header("ratelimit")));
+    }
+    return fail(std::move(e));
+  }
+
+  HubError response_error(const HttpResponse& resp, const std::string& what) {
+    HubError e;
+    e.http_status = resp.status;
+    e.code = resp.header("x-error-code");
+    e.request_id = resp.header("x-request-id");
+    const std::string server_msg = resp.header("x-error-message");
+    const std::string said = server_msg.empty() ? "" : " (Hub: " + server_msg + ")";
+    const bool sent_token = tokens_.token().has_value();
+    switch (resp.status) {
+      case 401:
+        if (server_msg.find("Invalid credentials") != std::string::npos) {
+          e.kind = HubErrorKind::kUnauthorized;
+          e.message = what + ": the Hub refused the token (invalid or expired); check HF_TOKEN "
+                      "or the token file";
+        } else if (e.code == "GatedRepo") {
+          e.kind = HubErrorKind::kForbidden;
+          e.message = what + ": gated repository; request access on the Hub's website and use "
+                      "a token that has it" + said;
+        } else {
+          e.kind = HubErrorKind::kNotFound;
+          e.code = e.code.empty() ? "RepoNotFound" : e.code;
+          e.message = what + ": repository not found, or private and no token was sent";
+        }
+        break;
+      case 403:
+        e.kind = HubErrorKind::kForbidden;
+        e.message = what + (e.code == "GatedRepo"
+                                ? ": gated repository and this token has no access; request "
+                                  "access on the Hub's website"
+                                : ": access denied") + said;
+        break;
+      case 404:
+        e.kind = HubErrorKind::kNotFound;
+        if (e.code == "RevisionNotFound") {
+          e.message = what + ": revision not found" + said;
+        } else if (e.code == "EntryNotFound") {
+          e.message = what + ": no such file or folder at this commit";
+        } else {
+          e.message = what + (sent_token ? ": repository not found, or this token has no access"
+                                         : ": not found") + said;
+        }
+        break;
+      case 416:
+        e.kind = HubErrorKind::kCorrupt;
+        e.message = what + ": range not satisfiable; the file is shorter than listed";
+        break;
+      case 429:
+        e.kind = HubErrorKind::kRateLimited;
+        e.message = what + ": rate limited by the Hub" + said;
+        break;
+      case 408:
+        e.kind = HubErrorKind::kTimeout;
+        e.message = what + ": the server timed out the request";
+        break;
+      default:
+        e.kind = resp.status >= 500 ? HubErrorKind::kUnavailable : HubErrorKind::kBadResponse;
+        e.message = what + ": HTTP " + std::to_string(resp.status) + said;
+    }
+    return e;
+  }
+
+  std::optional<std::string> cached_url(const std::string& key) {
+    std::lock_guard lock(url_mu_);
+    const auto it = urls_.find(key);
+    if (it == urls_.end()) return std::nullopt;
+    if (Clock::now() >= it->second.good_until) {
+      urls_.erase(it);
+      return std::nullopt;
+    }
+    stats_.url_reuses++;
+    return it->second.url;
+  }
+
+  void remember_url(const std::string& key, const std::string& url) {
+    const auto now_sys = std::time(nullptr);
+    const auto expiry = signed_url_expiry(url);
+    const auto ttl = expiry ? std::chrono::seconds(*expiry - now_sys) : config_.default_url_ttl;
+    const auto usable = ttl - config_.url_expiry_margin;
+    if (usable <= std::chrono::seconds(0)) return;
+    std::lock_guard lock(url_mu_);
+    if (urls_.size() > 100000) urls_.clear();  // bound memory; URLs are cheap to resolve again
+    urls_[key] = CachedUrl{url, Clock::now() + usable};
+  }
+
+  void forget_url(const std::string& key) {
+    std::lock_guard lock(url_mu_);
+    urls_.erase(key);
+  }
+
+  struct CachedUrl {
+    std::string url;
+    Clock::time_point good_until;
+  };
+
+  HubClientConfig config_;
+  TokenSource tokens_;
+  HttpTransport transport_;
+  std::optional<Origin> endpoint_origin_;
+  std::string api_base_;
+  std::string file_base_;
+  HubStats stats_;
+
+  std::mutex url_mu_;  // guards urls_; never held across I/O
+  std::unordered_map<std::string, CachedUrl> urls_;
+
+  std::mutex rng_mu_;  // guards rng_
+  std::mt19937_64 rng_;
+
+  std::mutex sleep_mu_;  // guards cancelled_ for the backoff sleeps
+  std::condition_variable sleep_cv_;
+  bool cancelled_ = false;
+};
+
+bool valid_repo_part(std::string_view s) {
+  if (s.empty() || s.size() > 96) return false;
+  if (s.front() == '-' || s.front() == '.' || s.back() == '-' || s.back() == '.') return false;
+  if (s.find("--") != std::string_view::npos || s.find("..") != std::string_view::npos) return false;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) == 0 && c != '_' && c != '.' && c != '-') return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Expected<RepoRef, std::string> parse_repo_ref(std::string_view text) {
+  RepoRef ref;
+  if (text.starts_with("datasets/")) {
+    text.remove_prefix(9);
+  } else if (text.starts_with("models/")) {
+    text.remove_prefix(7);
+    ref.type = RepoType::kModel;
+  }
+  const auto slash = text.find('/');
+  if (slash == std::string_view::npos || text.find('/', slash + 1) != std::string_view::npos ||
+      !valid_repo_part(text.substr(0, slash)) || !valid_repo_part(text.substr(slash + 1))) {
+    return unexpected("invalid repository id \"" + std::string(text) +
+                      "\": expected namespace/name (letters, digits, '_', '.', '-')");
+  }
+  ref.id = std::string(text);
+  return ref;
+}
+
+std::string resolve_endpoint(std::string_view option) {
+  std::string e(option);
+  if (e.empty()) {
+    const char* env = std::getenv("HF_ENDPOINT");
+    e = (env != nullptr && *env != '\0') ? env : "https://huggingface.co";
+  }
+  while (!e.empty() && e.back() == '/') e.pop_back();
+  return e;
+}
+
+std::string default_user_agent() {
+  std::string ua = std::string("wheelhouse-fs/") + kVersion + "; libcurl/" +
+                   HttpTransport::curl_version();
+  if (const char* origin = std::getenv("HF_HUB_USER_AGENT_ORIGIN"); origin && *origin) {
+    ua += std::string("; origin/") + origin;
+  }
+  return ua;
+}
+
+std::unique_ptr<HubClient> make_hub_client(HubClientConfig config) {
+  if (config.http.user_agent.empty()) config.http.user_agent = default_user_agent();
+  if (!config.proxy.empty()) config.http.proxy = config.proxy;
+  return std::make_unique<CurlHubClient>(std::move(config));
+}
+
+}  // namespace whfs::hub

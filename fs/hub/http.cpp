@@ -1,0 +1,285 @@
+#include "fs/hub/http.h"
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <stdexcept>
+
+namespace whfs::hub {
+namespace {
+
+// curl_global_init is not thread-safe; do it once, before any handle exists.
+struct CurlGlobal {
+  CurlGlobal() { curl_global_init(CURL_GLOBAL_DEFAULT); }
+};
+
+void ensure_curl_global() { static CurlGlobal global; }
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+std::string trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' ||
+                        s.back() == '\n')) {
+    s.remove_suffix(1);
+  }
+  return std::string(s);
+}
+
+// State of one transfer, reached from the curl callbacks.
+struct Transfer {
+  const BodySink* sink = nullptr;
+  HttpResponse response;
+  std::size_t max_body = 0;
+  bool stopped_by_sink = false;
+  bool too_large = false;
+  const std::atomic<bool>* cancelled = nullptr;
+};
+
+std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  const std::string_view line(data, size * n);
+  if (line.starts_with("HTTP/")) {
+    // A new response (e.g. after "100 Continue"): start its headers afresh.
+    t->response.headers.clear();
+    const auto sp = line.find(' ');
+    t->response.status = sp == std::string_view::npos ? 0 : std::atoi(std::string(line.substr(sp + 1, 3)).c_str());
+    return size * n;
+  }
+  const auto colon = line.find(':');
+  if (colon == std::string_view::npos) return size * n;
+  std::string name = lower(std::string(line.substr(0, colon)));
+  std::string value = trim(line.substr(colon + 1));
+  auto& slot = t->response.headers[name];
+  if (name == "link" && !slot.empty()) {
+    slot += ", " + value;
+  } else {
+    slot = std::move(value);
+  }
+  return size * n;
+}
+
+std::size_t on_body(char* data, std::size_t size, std::size_t n, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  const std::size_t len = size * n;
+  const int status = t->response.status;
+  if (t->sink != nullptr && *t->sink && status >= 200 && status < 300) {
+    t->response.body_bytes += len;
+    if (!(*t->sink)(t->response, std::span(reinterpret_cast<const std::byte*>(data), len))) {
+      t->stopped_by_sink = true;
+      return 0;  // ends the transfer with CURLE_WRITE_ERROR, which perform() treats as done
+    }
+    return len;
+  }
+  // Bodies kept in memory: error bodies are only for messages, so a small cap is enough.
+  const std::size_t cap = (status >= 200 && status < 300) ? t->max_body : (64u << 10);
+  t->response.body_bytes += len;
+  if (t->response.body.size() + len > cap) {
+    if (status >= 200 && status < 300) {
+      t->too_large = true;
+      return 0;
+    }
+    t->response.body.append(data, cap - std::min(cap, t->response.body.size()));
+    return len;
+  }
+  t->response.body.append(data, len);
+  return len;
+}
+
+int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  const auto* t = static_cast<Transfer*>(user);
+  return t->cancelled->load() ? 1 : 0;
+}
+
+TransferError::Kind classify(CURLcode rc) {
+  switch (rc) {
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_SSL_CONNECT_ERROR:
+      return TransferError::Kind::kConnect;
+    case CURLE_OPERATION_TIMEDOUT:
+      return TransferError::Kind::kTimeout;
+    case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+      return TransferError::Kind::kReset;
+    case CURLE_PARTIAL_FILE:
+      return TransferError::Kind::kTruncated;
+    case CURLE_ABORTED_BY_CALLBACK:
+      return TransferError::Kind::kCancelled;
+    default:
+      return TransferError::Kind::kOther;
+  }
+}
+
+}  // namespace
+
+std::string HttpResponse::header(const std::string& lower_name) const {
+  const auto it = headers.find(lower_name);
+  return it == headers.end() ? std::string() : it->second;
+}
+
+struct HttpTransport::Share {
+  CURLSH* sh = nullptr;
+  std::array<std::mutex, CURL_LOCK_DATA_LAST> locks;
+
+  Share() {
+    sh = curl_share_init();
+    curl_share_setopt(sh, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+    curl_share_setopt(sh, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+    curl_share_setopt(sh, CURLSHOPT_USERDATA, this);
+    curl_share_setopt(sh, CURLSHOPT_LOCKFUNC, +[](CURL*, curl_lock_data d, curl_lock_access,
+                                                  void* u) { static_cast<Share*>(u)->locks[d].lock(); });
+    curl_share_setopt(sh, CURLSHOPT_UNLOCKFUNC, +[](CURL*, curl_lock_data d, void* u) {
+      static_cast<Share*>(u)->locks[d].unlock();
+    });
+  }
+  ~Share() { curl_share_cleanup(sh); }
+};
+
+struct HttpTransport::Handle {
+  CURL* curl = nullptr;
+  explicit Handle(CURLSH* share) {
+    curl = curl_easy_init();
+    if (curl == nullptr) throw std::runtime_error("curl_easy_init failed");
+    curl_easy_setopt(curl, CURLOPT_SHARE, share);
+  }
+  ~Handle() { curl_easy_cleanup(curl); }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+};
+
+HttpTransport::HttpTransport(HttpConfig config) : config_(std::move(config)) {
+  ensure_curl_global();
+  share_ = std::make_unique<Share>();
+}
+
+HttpTransport::~HttpTransport() {
+  cancel();
+  free_.clear();  // handles before the share they use
+}
+
+void HttpTransport::cancel() {
+  cancelled_ = true;
+  pool_cv_.notify_all();
+}
+
+std::string HttpTransport::curl_version() {
+  const auto* info = curl_version_info(CURLVERSION_NOW);
+  return info != nullptr ? info->version : "unknown";
+}
+
+std::unique_ptr<HttpTransport::Handle> HttpTransport::acquire(Deadline deadline) {
+  std::unique_lock lock(pool_mu_);
+  while (true) {
+    if (cancelled_) return nullptr;
+    if (!free_.empty()) {
+      auto h = std::move(free_.back());
+      free_.pop_back();
+      return h;
+    }
+    if (created_ < config_.max_handles) {
+      ++created_;
+      lock.unlock();
+      return std::make_unique<Handle>(share_->sh);
+    }
+    if (pool_cv_.wait_until(lock, deadline) == std::cv_status::timeout) return nullptr;
+  }
+}
+
+void HttpTransport::release(std::unique_ptr<Handle> h) {
+  {
+    std::lock_guard lock(pool_mu_);
+    free_.push_back(std::move(h));
+  }
+  pool_cv_.notify_one();
+}
+
+Expected<HttpResponse, TransferError> HttpTransport::perform(const HttpRequest& req,
+                                                             Deadline deadline,
+                                                             const BodySink& sink) {
+  using std::chrono::duration_cast;
+  using std::chrono::milliseconds;
+  auto handle = acquire(deadline);
+  if (!handle) {
+    if (cancelled_) return unexpected(TransferError{TransferError::Kind::kCancelled, "shutting down", 0});
+    return unexpected(TransferError{TransferError::Kind::kTimeout,
+                                    "no connection free before the deadline", 0});
+  }
+  CURL* c = handle->curl;
+  curl_easy_reset(c);  // keeps the connection cache, DNS cache and share
+  curl_easy_setopt(c, CURLOPT_SHARE, share_->sh);
+
+  const auto left = duration_cast<milliseconds>(deadline - Clock::now()).count();
+  if (left <= 0) {
+    release(std::move(handle));
+    return unexpected(TransferError{TransferError::Kind::kTimeout, "deadline passed", 0});
+  }
+  Transfer t;
+  t.sink = &sink;
+  t.max_body = config_.max_body;
+  t.cancelled = &cancelled_;
+
+  curl_slist* headers = nullptr;
+  for (const auto& h : req.headers) headers = curl_slist_append(headers, h.c_str());
+
+  curl_easy_setopt(c, CURLOPT_URL, req.url.c_str());
+  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(c, CURLOPT_USERAGENT, config_.user_agent.c_str());
+  curl_easy_setopt(c, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2TLS);
+  curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(c, CURLOPT_TCP_NODELAY, 1L);
+  curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 512L * 1024);
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
+                   std::min<long>(static_cast<long>(config_.connect_timeout.count()), left));
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(left));
+  curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, config_.low_speed_bytes);
+  curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, static_cast<long>(config_.low_speed_time.count()));
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(c, CURLOPT_HEADERDATA, &t);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &t);
+  curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+  curl_easy_setopt(c, CURLOPT_XFERINFODATA, &t);
+  if (!config_.proxy.empty()) curl_easy_setopt(c, CURLOPT_PROXY, config_.proxy.c_str());
+  if (req.method == "HEAD") {
+    curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+  } else if (req.method == "POST") {
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, req.post_body.c_str());
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(req.post_body.size()));
+  }
+
+  const CURLcode rc = curl_easy_perform(c);
+  curl_slist_free_all(headers);
+  long status = 0;
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+  release(std::move(handle));
+
+  if (rc == CURLE_OK || (rc == CURLE_WRITE_ERROR && t.stopped_by_sink)) {
+    t.response.status = static_cast<int>(status);
+    return std::move(t.response);
+  }
+  TransferError err;
+  err.kind = t.too_large ? TransferError::Kind::kTooLarge : classify(rc);
+  if (err.kind == TransferError::Kind::kCancelled && !cancelled_) {
+    err.kind = TransferError::Kind::kOther;
+  }
+  err.message = t.too_large ? "response body too large" : curl_easy_strerror(rc);
+  err.body_bytes = t.response.body_bytes;
+  return unexpected(std::move(err));
+}
+
+}  // namespace whfs::hub

@@ -1,0 +1,104 @@
+#pragma once
+// The Hub as the rest of wheelhouse-fs sees it: resolve a revision to a commit, list folders at
+// that commit, read byte ranges of a file at that commit. The interface lets tests inject
+// faults by subclassing; CurlHubClient is the real one (the only code that speaks HTTP).
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fs/common/expected.h"
+#include "fs/common/remote_entry.h"
+#include "fs/hub/hub_error.h"
+#include "fs/hub/http.h"
+#include "fs/hub/retry.h"
+
+namespace whfs::hub {
+
+enum class RepoType { kDataset, kModel };
+
+struct RepoRef {
+  RepoType type = RepoType::kDataset;
+  std::string id;  // "namespace/name"
+};
+
+// Accepts "ns/name", "datasets/ns/name" and "models/ns/name"; checks the Hub's rules for ids
+// (1-96 characters of [A-Za-z0-9_.-] per part, no "--" or "..", no leading/trailing - or .).
+Expected<RepoRef, std::string> parse_repo_ref(std::string_view text);
+
+struct Revision {
+  std::string commit;         // 40 hex
+  std::string last_modified;  // ISO-8601, may be empty
+};
+
+// A file at a pinned commit, as listed.
+struct FileRef {
+  std::string commit;
+  std::string path;
+  std::uint64_t size = 0;
+};
+
+struct HubStats {
+  std::atomic<std::uint64_t> requests{0};
+  std::atomic<std::uint64_t> retries{0};
+  std::atomic<std::uint64_t> errors{0};
+  std::atomic<std::uint64_t> bytes{0};
+  std::atomic<std::uint64_t> redirects{0};
+  std::atomic<std::uint64_t> url_reuses{0};
+};
+
+class HubClient {
+ public:
+  virtual ~HubClient() = default;
+
+  virtual Expected<Revision, HubError> resolve_revision(std::string_view revision,
+                                                        Deadline deadline) = 0;
+
+  // The entries of `folder` ("" = root) at `commit`: direct children, or every descendant
+  // (folders included) when `recursive`. Unsafe names are skipped with a warning each.
+  virtual Expected<std::vector<RemoteEntry>, HubError> list_folder(std::string_view commit,
+                                                                   std::string_view folder,
+                                                                   bool recursive,
+                                                                   Deadline deadline) = 0;
+
+  // Fills `out` with the file's bytes from `offset` (out.size() bytes, which must not pass the
+  // end of the file). All of them or an error: a short or wrong body never counts as data.
+  virtual Expected<void, HubError> read_range(const FileRef& file, std::uint64_t offset,
+                                              std::span<std::byte> out, Deadline deadline) = 0;
+
+  virtual const HubStats& stats() const = 0;
+
+  // Makes calls in flight fail with kCancelled promptly (shutdown).
+  virtual void cancel() = 0;
+};
+
+struct HubClientConfig {
+  std::string endpoint;  // without a trailing "/"; see resolve_endpoint()
+  RepoRef repo;
+  std::filesystem::path token_file;  // the token_file option, empty for the default order
+  std::string proxy;
+  RetryPolicy retry;
+  HttpConfig http;  // user_agent is filled in by make_hub_client() when empty
+  std::size_t max_pages = 100000;  // a listing with more pages is an error, never truncated
+  // A CDN URL is used until this long before it expires (or for `default_url_ttl` when its
+  // expiry cannot be read from it).
+  std::chrono::seconds url_expiry_margin{60};
+  std::chrono::seconds default_url_ttl{50 * 60};
+};
+
+// option > HF_ENDPOINT > https://huggingface.co, trailing "/" removed.
+std::string resolve_endpoint(std::string_view option);
+
+// "wheelhouse-fs/<version>; libcurl/<version>[; origin/<HF_HUB_USER_AGENT_ORIGIN>]"
+std::string default_user_agent();
+
+std::unique_ptr<HubClient> make_hub_client(HubClientConfig config);
+
+}  // namespace whfs::hub

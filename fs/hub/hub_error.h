@@ -1,0 +1,32 @@
+#pragma once
+// The Hub client's typed errors. The FUSE adapter turns them into errno in one place.
+
+#include <string>
+
+namespace whfs::hub {
+
+enum class HubErrorKind {
+  kNotFound,      // repo (or private without a token), revision or entry; `code` says which
+  kUnauthorized,  // the token was refused ("Invalid credentials in Authorization header")
+  kForbidden,     // gated repo without access, disabled repo
+  kRateLimited,   // 429 still after retries (or the wait would pass the deadline)
+  kTimeout,       // the call's deadline passed (stall, slow server, long backoff)
+  kUnavailable,   // connect errors, resets, 5xx still after retries
+  kCorrupt,       // a body that cannot be right: truncated, wrong Content-Range, wrong size
+  kBadResponse,   // a protocol violation: malformed JSON, bad Link header, redirect loop
+  kCancelled,     // the client is shutting down
+};
+
+const char* to_string(HubErrorKind kind);
+
+struct HubError {
+  HubErrorKind kind = HubErrorKind::kUnavailable;
+  std::string message;     // one clear sentence, never a token or a signed URL
+  int http_status = 0;     // 0 when no response was received
+  std::string code;        // X-Error-Code (RepoNotFound, RevisionNotFound, EntryNotFound, ...)
+  std::string request_id;  // X-Request-Id, quoted in logs
+
+  std::string describe() const;  // "<kind>: <message> (HTTP 404, request id ...)"
+};
+
+}  // namespace whfs::hub

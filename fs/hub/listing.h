@@ -1,0 +1,43 @@
+#pragma once
+// Pure functions over response bytes: tree pages, revision info, Link headers, remote path
+// checks. No I/O, so they are unit-tested and fuzzed directly (tests/fuzz/).
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fs/common/expected.h"
+#include "fs/common/remote_entry.h"
+#include "fs/hub/hub_error.h"
+
+namespace whfs::hub {
+
+struct TreePage {
+  std::vector<RemoteEntry> entries;
+  std::vector<std::string> skipped;  // one reason per entry left out, for a warning each
+};
+
+// Parses one page of GET /api/datasets/{repo}/tree/{sha}/{folder} (a JSON array). Entries
+// whose path is not a safe child of `folder` (a direct child unless `recursive`) are skipped
+// with a reason; malformed JSON or a non-array body is an error.
+Expected<TreePage, HubError> parse_tree_page(std::string_view body, std::string_view folder,
+                                             bool recursive);
+
+// Why a remote path may not become a local name, or nullopt when it is fine: NUL, empty
+// segments, ".", "..", a segment over 255 bytes, a leading "/", or outside `folder`.
+std::optional<std::string> check_remote_path(std::string_view path, std::string_view folder,
+                                             bool recursive);
+
+struct RevisionInfo {
+  std::string commit;         // 40 hex
+  std::string last_modified;  // ISO-8601 as sent, may be empty
+};
+
+// Parses GET /api/datasets/{repo}/revision/{rev}: requires "sha" as 40 hex.
+Expected<RevisionInfo, HubError> parse_revision_info(std::string_view body);
+
+// The URL of rel="next" in a Link header (RFC 8288), or nullopt.
+std::optional<std::string> parse_link_next(std::string_view header);
+
+}  // namespace whfs::hub

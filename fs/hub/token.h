@@ -1,0 +1,51 @@
+#pragma once
+// Where the Hub token comes from, and picking up a changed token file without a restart.
+//
+// Order: the token_file option > HF_TOKEN (legacy HUGGING_FACE_HUB_TOKEN) > the file at
+// HF_TOKEN_PATH > $HF_HOME/token (HF_HOME defaults to ${XDG_CACHE_HOME:-~/.cache}/huggingface).
+// HF_HUB_DISABLE_IMPLICIT_TOKEN leaves only the explicit option. A token is trimmed; an empty
+// one is no token. Tokens are never logged.
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+
+namespace whfs::hub {
+
+class TokenSource {
+ public:
+  using GetEnv = std::function<const char*(const char*)>;
+
+  // `token_file` is the option (empty: none). `getenv` is injectable for tests.
+  explicit TokenSource(std::filesystem::path token_file = {}, GetEnv getenv = nullptr);
+
+  // The current token, re-reading the file when its mtime or size changed (checked at most
+  // once per `recheck`).
+  std::optional<std::string> token();
+
+  // Where the token comes from, in words, for `wheelhouse status` and logs.
+  std::string describe() const;
+
+  void set_recheck_interval(std::chrono::milliseconds d) { recheck_ = d; }
+
+ private:
+  std::optional<std::string> read_file_locked();
+
+  std::mutex mu_;  // guards everything below
+  std::optional<std::string> env_token_;
+  std::filesystem::path file_;
+  std::string origin_;  // "option token_file", "HF_TOKEN", ...
+  std::optional<std::string> cached_;
+  std::filesystem::file_time_type mtime_{};
+  std::uintmax_t size_ = static_cast<std::uintmax_t>(-1);
+  std::chrono::steady_clock::time_point checked_{};
+  std::chrono::milliseconds recheck_{1000};
+};
+
+// Trims spaces, tabs, CR and LF; nullopt when nothing is left.
+std::optional<std::string> clean_token(std::string_view raw);
+
+}  // namespace whfs::hub
