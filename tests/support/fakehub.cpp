@@ -112,13 +112,26 @@ std::vector<nlohmann::json> read_json_lines(const std::string& path) {
   return out;
 }
 
+std::vector<nlohmann::json> read_settled_log(const std::string& path) {
+  // A server writes a request's line once the response is out, so a client can be done a
+  // moment before its last line lands: read until the log stops growing.
+  auto entries = read_json_lines(path);
+  for (int i = 0; i < 40; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    auto again = read_json_lines(path);
+    if (again.size() == entries.size()) break;
+    entries = std::move(again);
+  }
+  return entries;
+}
+
 Proxy::Proxy()
     : dir_("whfs-proxy"),
       log_path_(dir_.path() + "/proxy.jsonl"),
       proc_({"python3", source_dir() + "/tests/fakehub/proxy.py", "--log", log_path_}),
       url_(proc_.ready()["proxy"].get<std::string>()) {}
 
-std::vector<nlohmann::json> Proxy::log() const { return read_json_lines(log_path_); }
+std::vector<nlohmann::json> Proxy::log() const { return read_settled_log(log_path_); }
 
 FakeHub::FakeHub(const Options& options) : dir_("whfs-fakehub") {
   log_path_ = dir_.path() + "/requests.jsonl";
@@ -176,17 +189,6 @@ nlohmann::json FakeHub::control(const std::string& route, const nlohmann::json& 
   return json;
 }
 
-std::vector<nlohmann::json> FakeHub::log() const {
-  // The emulator writes a request's line once the response is out, so a client can be done a
-  // moment before its last line lands: read until the log stops growing.
-  auto entries = read_json_lines(log_path_);
-  for (int i = 0; i < 40; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    auto again = read_json_lines(log_path_);
-    if (again.size() == entries.size()) break;
-    entries = std::move(again);
-  }
-  return entries;
-}
+std::vector<nlohmann::json> FakeHub::log() const { return read_settled_log(log_path_); }
 
 }  // namespace whfs::test

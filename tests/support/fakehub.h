@@ -94,5 +94,7 @@ class FakeHub {
 };
 
 std::vector<nlohmann::json> read_json_lines(const std::string& path);
+// The same, once the file has stopped growing for a moment (servers log after responding).
+std::vector<nlohmann::json> read_settled_log(const std::string& path);
 
 }  // namespace whfs::test
