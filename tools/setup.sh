@@ -11,7 +11,7 @@ want_tests=0
 pkgs=(
   # build
   build-essential cmake ninja-build pkg-config ca-certificates
-  libfuse3-dev libcurl4-openssl-dev liblmdb-dev libspdlog-dev nlohmann-json3-dev libssl-dev
+  libfuse3-dev libcurl4-openssl-dev libspdlog-dev nlohmann-json3-dev libssl-dev
   libxxhash-dev libcli11-dev libsystemd-dev libgtest-dev libgmock-dev libbenchmark-dev
   # run
   fuse3 lmdb-utils python3

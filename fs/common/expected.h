@@ -15,6 +15,11 @@ struct Unexpected {
   E error;
 };
 
+template <class T>
+inline constexpr bool is_unexpected_v = false;
+template <class E>
+inline constexpr bool is_unexpected_v<Unexpected<E>> = true;
+
 template <class E>
 Unexpected<std::decay_t<E>> unexpected(E&& e) {
   return {std::forward<E>(e)};
@@ -29,9 +34,11 @@ class [[nodiscard]] Expected {
   template <class U = T>
     requires std::is_constructible_v<T, U&&> &&
              (!std::is_same_v<std::remove_cvref_t<U>, Expected>) &&
-             (!std::is_same_v<std::remove_cvref_t<U>, Unexpected<E>>)
+             (!is_unexpected_v<std::remove_cvref_t<U>>)
   Expected(U&& v) : v_(std::in_place_index<0>, std::forward<U>(v)) {}  // NOLINT: implicit
-  Expected(Unexpected<E> u) : v_(std::in_place_index<1>, std::move(u.error)) {}  // NOLINT
+  template <class G>
+    requires std::is_constructible_v<E, G&&>
+  Expected(Unexpected<G> u) : v_(std::in_place_index<1>, E(std::move(u.error))) {}  // NOLINT
 
   bool has_value() const noexcept { return v_.index() == 0; }
   explicit operator bool() const noexcept { return has_value(); }
@@ -61,7 +68,9 @@ class [[nodiscard]] Expected<void, E> {
   using error_type = E;
 
   Expected() = default;
-  Expected(Unexpected<E> u) : err_(std::move(u.error)), ok_(false) {}  // NOLINT: implicit
+  template <class G>
+    requires std::is_constructible_v<E, G&&>
+  Expected(Unexpected<G> u) : err_(E(std::move(u.error))), ok_(false) {}  // NOLINT: implicit
 
   bool has_value() const noexcept { return ok_; }
   explicit operator bool() const noexcept { return ok_; }

@@ -1,0 +1,258 @@
+// BlockCache: opening (format record, cap, map size) and closing. The txn plumbing is in
+// transactions.cpp, the block read/write path in block_io.cpp, eviction and leases in
+// eviction.cpp, metadata and maintenance in maintenance.cpp.
+
+#include <spdlog/spdlog.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <system_error>
+#include <thread>
+#include <utility>
+
+#include "cache/guard.h"
+#include "cache/lmdb_block_cache.h"
+
+namespace whfs::cache {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr unsigned kEnvFlags = MDB_NOSYNC | MDB_NOTLS;
+constexpr std::size_t kIdleReadersPerShard = 4;
+
+std::uint64_t os_page() { return static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE)); }
+
+Unexpected<CacheError> format_error(const fs::path& dir, const std::string& found) {
+  return cache_error(CacheError::Kind::kFormat,
+                     "cache directory " + dir.string() + " holds " + found +
+                         ", not the format this wheelhouse-fs understands (" +
+                         std::string(kFormatName) +
+                         "); clear it with `wheelhouse cache clear "
+                         "--cache-dir " +
+                         dir.string() + "`");
+}
+
+Result<void> validate(const Options& o) {
+  auto bad = [](const std::string& m) {
+    return cache_error(CacheError::Kind::kInvalidArgument, m);
+  };
+  if (o.dir.empty()) return bad("cache: no directory given");
+  if (o.cap_bytes != 0 && o.cap_bytes < (std::uint64_t{1} << 20)) {
+    return bad("cache: the size cap must be at least 1 MiB");
+  }
+  if (o.block_pages == 0 || o.block_pages > 4096) return bad("cache: block_pages out of range");
+  if (o.low_water_percent == 0 || o.low_water_percent >= o.high_water_percent ||
+      o.high_water_percent > 100) {
+    return bad("cache: need 0 < low_water_percent < high_water_percent <= 100");
+  }
+  if (o.evict_batch_blocks == 0) return bad("cache: evict_batch_blocks must be positive");
+  return {};
+}
+
+}  // namespace
+
+const char* to_string(CacheError::Kind kind) {
+  switch (kind) {
+    case CacheError::Kind::kIo:
+      return "io";
+    case CacheError::Kind::kFormat:
+      return "format";
+    case CacheError::Kind::kFull:
+      return "full";
+    case CacheError::Kind::kCorrupt:
+      return "corrupt";
+    case CacheError::Kind::kLmdb:
+      return "lmdb";
+    case CacheError::Kind::kInvalidArgument:
+      return "invalid argument";
+  }
+  return "?";
+}
+
+// ---- opening ---------------------------------------------------------------------------
+
+Result<std::unique_ptr<BlockCache>> BlockCache::open(const Options& options) {
+  return LmdbBlockCache::open(options);
+}
+
+Result<std::unique_ptr<BlockCache>> LmdbBlockCache::open(const Options& options) {
+  return guarded("cache open", [&]() -> Result<std::unique_ptr<BlockCache>> {
+    if (auto ok = validate(options); !ok) return Unexpected<CacheError>{ok.error()};
+    const Session::Config sc{options.dir, options.boot_id_file, options.check_timeout};
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      auto session = Session::acquire(sc);
+      if (!session) return Unexpected<CacheError>{session.error()};
+      if (session->needs_check() && !session->check_store()) {
+        auto moved = session->move_aside("structure check failed after an unclean shutdown");
+        if (!moved) return Unexpected<CacheError>{moved.error()};
+        continue;
+      }
+      auto cache = open_once(options, *session);
+      if (cache || cache.error().kind != CacheError::Kind::kCorrupt) return cache;
+      auto moved = session->move_aside(cache.error().message);
+      if (!moved) return Unexpected<CacheError>{moved.error()};
+    }
+    return cache_error(CacheError::Kind::kIo, "cache: cannot open " + options.dir.string());
+  });
+}
+
+Result<std::unique_ptr<BlockCache>> LmdbBlockCache::open_once(const Options& options,
+                                                              Session& session) {
+  std::error_code ec;
+  const bool exists = fs::file_size(options.dir / "data.mdb", ec) > 0 && !ec;
+  lmdb::Env::Config config;
+  // An existing store keeps its recorded map size until its cap is known (init_store).
+  const std::uint64_t cap = options.cap_bytes ? options.cap_bytes : Options::kDefaultCap;
+  config.map_size = options.cap_bytes || !exists ? put_map_size(cap, os_page()) : 0;
+  config.max_dbs = 16;
+  config.max_readers = options.max_readers;
+  config.flags = kEnvFlags;
+  auto env = lmdb::Env::open(options.dir.string(), config);
+  if (!env) {
+    const lmdb::Error& e = env.error();
+    if (e.code == MDB_VERSION_MISMATCH) {
+      return format_error(options.dir, "an LMDB store of another LMDB version");
+    }
+    const auto kind = e.is_corruption() ? CacheError::Kind::kCorrupt : CacheError::Kind::kLmdb;
+    return cache_error(kind, "cache " + options.dir.string() + ": " + e.message());
+  }
+  env->reader_check();  // slots of processes that died holding a read txn
+  auto init = init_store(*env, options);
+  if (!init) return Unexpected<CacheError>{init.error()};
+  if (auto ok = session.mark_open(); !ok) return Unexpected<CacheError>{ok.error()};
+  return std::unique_ptr<BlockCache>(
+      new LmdbBlockCache(options, std::move(session), std::move(*env), *init));
+}
+
+Result<LmdbBlockCache::StoreInit> LmdbBlockCache::init_store(lmdb::Env& env,
+                                                             const Options& options) {
+  bool write_cap = true;
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    int code = 0;
+    auto init = init_store_txn(env, options, write_cap, &code);
+    if (code == MDB_MAP_RESIZED) {
+      // Another process grew the data file past our map; no txn of ours is active.
+      (void)env.set_map_size(0);
+    } else if (code == MDB_MAP_FULL) {
+      write_cap = false;  // a full store still opens; the new cap is applied in memory
+    } else {
+      if (!init) return init;
+      // The recorded cap decides (LMDB rounds up to the pages in use, never truncates).
+      if (auto map = put_map_size(init->cap, env.page_size()); map != env.map_size()) {
+        if (auto ok = env.set_map_size(map); !ok) {
+          return cache_error(CacheError::Kind::kLmdb, "cache: " + ok.error().message());
+        }
+      }
+      return init;
+    }
+  }
+  return cache_error(CacheError::Kind::kLmdb, "cache: cannot initialise " + options.dir.string());
+}
+
+Result<LmdbBlockCache::StoreInit> LmdbBlockCache::init_store_txn(lmdb::Env& env,
+                                                                 const Options& options,
+                                                                 bool write_cap, int* lmdb_code) {
+  const std::string dir = options.dir.string();
+  auto fail = [&](const lmdb::Error& e) {
+    *lmdb_code = e.code;
+    const auto kind = e.is_corruption() ? CacheError::Kind::kCorrupt : CacheError::Kind::kLmdb;
+    return cache_error(kind, "cache " + dir + ": " + e.message());
+  };
+  auto txn = lmdb::Txn::begin(env, 0);
+  if (!txn) return fail(txn.error());
+  auto main = txn->stat(lmdb::Dbi{1});  // MAIN_DBI: holds one entry per named DB
+  if (!main) return fail(main.error());
+  StoreInit init;
+  const std::pair<const char*, lmdb::Dbi*> dbs[] = {
+      {kMetaDb, &init.dbs.meta},         {kBlocksDb, &init.dbs.blocks},
+      {kContentsDb, &init.dbs.contents}, {kLruDb, &init.dbs.lru},
+      {kLeasesDb, &init.dbs.leases},     {kRevisionsDb, &init.dbs.revisions},
+      {kListingsDb, &init.dbs.listings}};
+  for (const auto& [name, dbi] : dbs) {
+    auto opened = txn->open_dbi(name, MDB_CREATE);
+    if (!opened) {
+      if (opened.error().code == MDB_INCOMPATIBLE)
+        return format_error(options.dir, "another store");
+      return fail(opened.error());
+    }
+    *dbi = *opened;
+  }
+  auto stored = txn->get(init.dbs.meta, lmdb::as_bytes(kFormatKey));
+  if (!stored) return fail(stored.error());
+  FormatRecord format;
+  if (!*stored) {
+    if (main->ms_entries != 0) return format_error(options.dir, "an LMDB store without a format");
+    format.page_size = static_cast<std::uint32_t>(env.page_size());
+    format.block_size = BlockGeometry::payload_for_pages(options.block_pages, format.page_size);
+    format.created_ms =
+        static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                       std::chrono::system_clock::now().time_since_epoch())
+                                       .count());
+    auto put = txn->put(init.dbs.meta, lmdb::as_bytes(kFormatKey), lmdb::as_bytes(encode(format)));
+    if (!put) return fail(put.error());
+  } else {
+    auto decoded = decode_format(**stored);
+    if (!decoded) return cache_error(CacheError::Kind::kCorrupt, "unreadable format record");
+    if (decoded->name != kFormatName)
+      return format_error(options.dir, "format '" + decoded->name + "'");
+    format = *decoded;
+    if (format.page_size != env.page_size() || format.block_size == 0) {
+      return format_error(options.dir, "a store made for another page size");
+    }
+  }
+  init.geometry = BlockGeometry(format.block_size, format.page_size);
+
+  auto cap = txn->get(init.dbs.meta, lmdb::as_bytes(kCapKey));
+  if (!cap) return fail(cap.error());
+  const std::uint64_t stored_cap = *cap ? decode_u64(**cap).value_or(0) : 0;
+  init.cap = options.cap_bytes ? options.cap_bytes : stored_cap ? stored_cap : Options::kDefaultCap;
+  if (write_cap && init.cap != stored_cap) {
+    auto put =
+        txn->put(init.dbs.meta, lmdb::as_bytes(kCapKey), lmdb::as_bytes(encode_u64(init.cap)));
+    if (!put) return fail(put.error());
+  }
+  if (auto ok = txn->commit(); !ok) return fail(ok.error());
+  return init;
+}
+
+LmdbBlockCache::LmdbBlockCache(Options options, Session session, lmdb::Env env,
+                               const StoreInit& init)
+    : options_(std::move(options)),
+      session_(std::move(session)),
+      env_(std::move(env)),
+      dbs_(init.dbs),
+      geometry_(init.geometry),
+      readers_(env_, dbs_.blocks, kIdleReadersPerShard),
+      cap_bytes_(init.cap) {
+  if (::getrandom(holder_.data(), holder_.size(), 0) != static_cast<ssize_t>(holder_.size())) {
+    // Only uniqueness matters; fall back to something process-unique.
+    const auto seed = static_cast<std::uint64_t>(::getpid()) ^ now_ms();
+    for (std::size_t i = 0; i < holder_.size(); ++i) holder_[i] = seed >> (i % 8 * 8) & 0xff;
+  }
+}
+
+LmdbBlockCache::~LmdbBlockCache() {
+  (void)flush();
+  readers_.clear();
+  session_.close_clean();
+}
+
+std::uint64_t LmdbBlockCache::now_ms() const {
+  const auto t = options_.clock ? options_.clock() : std::chrono::system_clock::now();
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count());
+}
+
+std::uint64_t LmdbBlockCache::high_water() const {
+  return cap_bytes_.load() / 100 * options_.high_water_percent;
+}
+
+std::uint64_t LmdbBlockCache::low_water() const {
+  return cap_bytes_.load() / 100 * options_.low_water_percent;
+}
+
+}  // namespace whfs::cache

@@ -1,0 +1,70 @@
+#pragma once
+// The read path's view of the block cache: what fs/reader needs, and the seam where its tests
+// inject faults by subclassing (a BlockStore that loses, corrupts or refuses blocks).
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "cache/cache_error.h"
+#include "cache/content_id.h"
+#include "cache/function_ref.h"
+
+namespace whfs::cache {
+
+struct ContentState {
+  std::uint32_t present = 0;  // blocks stored
+  std::uint32_t total = 0;    // blocks of the whole content
+  bool verified = false;      // the whole content matched its hash
+  bool complete() const { return present == total; }
+  bool operator==(const ContentState&) const = default;
+};
+
+class BlockStore {
+ public:
+  // Called with a block's index and its bytes. The span points into the cache's memory map
+  // and is valid only during the call; the callback must not call back into the store.
+  using BlockFn = FunctionRef<void(std::uint32_t index, std::span<const std::byte> bytes)>;
+
+  virtual ~BlockStore() = default;
+
+  // Bytes per block (the last block of a content may be shorter).
+  virtual std::uint32_t block_size() const = 0;
+
+  // kServable: for bytes handed to a reader. A content that is complete but whose hash has
+  // not matched yet reports every block missing (verify_content() first), so that no reader
+  // ever receives every byte of a file that may be wrong. kAny: whatever is stored.
+  enum class ReadMode { kAny, kServable };
+
+  // Calls `fn` for each present, checksum-valid block of [first, first + count) in order, in
+  // one read transaction, and returns the indices it did not call `fn` for. Never waits for
+  // a writer. A block that fails its checksum is deleted and reported missing.
+  virtual Result<std::vector<std::uint32_t>> read_blocks(const ContentId& id,
+                                                         std::uint64_t content_size,
+                                                         std::uint32_t first, std::uint32_t count,
+                                                         BlockFn fn,
+                                                         ReadMode mode = ReadMode::kAny) = 0;
+
+  // Stores consecutive whole blocks starting at block `first` (only the content's final block
+  // may be short) in one write transaction. Blocks already present are left as they are.
+  // Returns the content's state afterwards. kFull when nothing could be evicted to make room.
+  virtual Result<ContentState> put_blocks(const ContentId& id, std::uint64_t content_size,
+                                          std::uint32_t first, std::span<const std::byte> data) = 0;
+
+  // Once every block is present: hashes the whole content against its id. A match is recorded
+  // (state.verified); a mismatch drops every block of it and returns kCorrupt. Returns the
+  // state unverified when blocks are missing.
+  virtual Result<ContentState> verify_content(const ContentId& id, std::uint64_t content_size) = 0;
+
+  virtual Result<std::optional<ContentState>> content_state(const ContentId& id) = 0;
+
+  // An open file holds its content: it is not evicted until unpinned (or, if this process
+  // dies, until its lease expires). Pins nest: each successful pin() needs one unpin(); a
+  // failed pin() pins nothing.
+  virtual Result<void> pin(const ContentId& id) = 0;
+  virtual void unpin(const ContentId& id) = 0;
+};
+
+}  // namespace whfs::cache

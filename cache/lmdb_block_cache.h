@@ -1,0 +1,194 @@
+#pragma once
+// The LMDB implementation of BlockCache (internal to cache/).
+//
+// Why these LMDB flags (see open() in block_cache.cpp):
+//  - MDB_NOSYNC: a cache does not need durability, only integrity. LMDB writes a txn's pages
+//    and then its meta page with write(2); a process killed at any moment (kill -9, OOM, a
+//    crash) leaves them in the OS page cache in that order, so the store stays consistent
+//    without fsync. Only a power loss or kernel crash can lose or reorder unsynced pages, so
+//    the store is synced on close and flush(), and the first open after a reboot that
+//    followed an unclean close checks the structure first (session.h). Blocks carry checksums
+//    and contents are verified against their hash, so damage LMDB cannot see is a miss, never
+//    wrong bytes.
+//  - no MDB_WRITEMAP: it saves the write(2) copy of each put, but measured no faster here
+//    (tests/bench/cache_bench BM_LmdbPut: 2.0 GB/s with it, 2.2 without; the sparse file's
+//    first-touch faults eat the gain); and a full disk then kills the process with SIGBUS
+//    instead of failing a write, and LMDB truncates the data file to the map size of
+//    whichever process opens it.
+//  - MDB_NOTLS: FUSE serves requests from a thread pool; read txns must not be tied to threads
+//    (and are pooled, see read_txn_pool.h).
+//  - map size = the cap less a small reserve for evictions (put_map_size in records.h): the
+//    data file can never grow past the cap.
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "cache/block_cache.h"
+#include "cache/lmdb.h"
+#include "cache/read_txn_pool.h"
+#include "cache/records.h"
+#include "cache/session.h"
+
+namespace whfs::cache {
+
+class LmdbBlockCache final : public BlockCache {
+ public:
+  static Result<std::unique_ptr<BlockCache>> open(const Options& options);
+
+  ~LmdbBlockCache() override;
+  LmdbBlockCache(const LmdbBlockCache&) = delete;
+  LmdbBlockCache& operator=(const LmdbBlockCache&) = delete;
+
+  std::uint32_t block_size() const override { return geometry_.block_size(); }
+  Result<std::vector<std::uint32_t>> read_blocks(const ContentId& id, std::uint64_t content_size,
+                                                 std::uint32_t first, std::uint32_t count,
+                                                 BlockFn fn,
+                                                 ReadMode mode = ReadMode::kAny) override;
+  Result<ContentState> put_blocks(const ContentId& id, std::uint64_t content_size,
+                                  std::uint32_t first, std::span<const std::byte> data) override;
+  Result<ContentState> verify_content(const ContentId& id, std::uint64_t content_size) override;
+  Result<std::optional<ContentState>> content_state(const ContentId& id) override;
+  Result<void> pin(const ContentId& id) override;
+  void unpin(const ContentId& id) override;
+  Result<void> refresh_pins() override;
+  Result<void> flush() override;
+  Result<void> put_revision(std::string_view endpoint, std::string_view repo, std::string_view rev,
+                            std::string_view commit,
+                            std::chrono::system_clock::time_point resolved_at) override;
+  Result<std::optional<RevisionRecord>> get_revision(std::string_view endpoint,
+                                                     std::string_view repo,
+                                                     std::string_view rev) override;
+  Result<void> put_listing(std::string_view repo, std::string_view commit, std::string_view folder,
+                           const std::vector<RemoteEntry>& entries) override;
+  Result<std::optional<std::vector<RemoteEntry>>> get_listing(std::string_view repo,
+                                                              std::string_view commit,
+                                                              std::string_view folder) override;
+  Result<CacheStats> stats() override;
+  Result<std::vector<ContentInfo>> list_contents() override;
+  Result<VerifyReport> verify_all() override;
+  Result<bool> evict(const ContentId& id) override;
+  Result<void> clear() override;
+  Result<std::uint64_t> evict_to(std::uint64_t target_bytes) override;
+  const std::filesystem::path& dir() const override { return options_.dir; }
+
+ private:
+  struct Dbs {
+    lmdb::Dbi meta, blocks, contents, lru, leases, revisions, listings;
+  };
+  // What a write txn body works with; usage and counters are saved before the commit.
+  struct WriteScope {
+    lmdb::Txn& txn;
+    Usage usage;
+    Counters counters;  // deltas
+    std::uint64_t cap = 0;
+    std::uint64_t now_ms = 0;
+  };
+  using WriteBody = FunctionRef<lmdb::Res<void>(WriteScope&)>;
+  using ReadBody = FunctionRef<lmdb::Res<void>(ReadTxnPool::Reader&)>;
+
+  // In-memory state flushed with the next write txn (so reads never write). Sharded by
+  // thread like the read-txn pool: every read records its hits and recency here.
+  struct Pending {
+    std::unordered_map<ContentId, std::uint64_t> touched;  // content -> last access (ms)
+    std::vector<ContentId> released;                       // leases to drop
+    Counters counters;
+    void merge(Pending&& other);
+  };
+  struct alignas(64) PendingShard {
+    std::mutex mu;  // a leaf lock, never held across an LMDB call
+    Pending pending;
+  };
+  static constexpr std::size_t kPendingShards = 16;
+
+  struct StoreInit {
+    Dbs dbs;
+    BlockGeometry geometry{1, 1};
+    std::uint64_t cap = 0;
+  };
+
+  LmdbBlockCache(Options options, Session session, lmdb::Env env, const StoreInit& init);
+
+  static Result<std::unique_ptr<BlockCache>> open_once(const Options& options, Session& session);
+  // Opens the DBs, creates or checks the format record, records the cap and sizes the map.
+  static Result<StoreInit> init_store(lmdb::Env& env, const Options& options);
+  static Result<StoreInit> init_store_txn(lmdb::Env& env, const Options& options, bool write_cap,
+                                          int* lmdb_code);
+  std::uint64_t now_ms() const;
+
+  // Runs `body` in one read txn; adopts a map grown by another process and retries.
+  Result<void> read(ReadBody body);
+  // Runs `body` in one write txn with the pending updates and commits it. `need_bytes` > 0
+  // makes room first when the cache is past its high-water mark. MDB_MAP_FULL is handled
+  // here (grow the map to the cap, or evict, and retry) and never returned; kFull when
+  // nothing can be evicted.
+  // An eviction's own txn (`evicting`) never evicts in turn: it fails with kFull instead.
+  Result<void> write(std::uint64_t need_bytes, WriteBody body, bool evicting = false);
+  lmdb::Res<void> write_once(std::uint64_t need_bytes, WriteBody body, bool* over_high_water);
+  Result<void> make_room(std::uint64_t need_bytes, int attempt);
+  Result<void> adopt_map_size();
+  // Remaps to `bytes` (LMDB rounds up to the pages in use) under the exclusive map lock.
+  Result<void> set_map(std::uint64_t bytes);
+  Result<Usage> read_usage();
+  CacheError to_error(const lmdb::Error& e);
+
+  // Usage from LMDB's own page counts, when the usage record is unreadable.
+  lmdb::Res<Usage> count_usage(const lmdb::Txn& txn);
+  // Pages of every DB (B-tree and overflow pages), in bytes.
+  lmdb::Res<std::uint64_t> bytes_in_use(const lmdb::Txn& txn);
+  PendingShard& pending_shard();
+  Pending take_pending();
+  lmdb::Res<void> apply_pending(WriteScope& scope, Pending& pending);
+  // One eviction txn's worth. `more`: stopped at the batch limit; `exhausted`: nothing left
+  // that may be evicted (all pinned or leased).
+  lmdb::Res<std::uint64_t> evict_batch(WriteScope& scope, std::uint64_t target_bytes, bool* more,
+                                       bool* exhausted);
+  struct Evicted {
+    std::uint64_t bytes = 0;
+    bool exhausted = false;
+  };
+  Result<Evicted> evict_until(std::uint64_t target_bytes);
+  lmdb::Res<bool> has_live_lease(WriteScope& scope, const ContentId& id);
+  lmdb::Res<bool> purge_content(WriteScope& scope, const ContentId& id);
+  lmdb::Res<void> store_record(WriteScope& scope, const ContentId& id,
+                               const std::optional<ContentRecord>& old, const ContentRecord& rec);
+  lmdb::Res<std::optional<ContentRecord>> load_record(const lmdb::Txn& txn, const ContentId& id);
+  std::uint64_t high_water() const;
+  std::uint64_t low_water() const;
+  Result<void> drop_bad_blocks(const ContentId& id, const std::vector<std::uint32_t>& bad);
+  lmdb::Res<void> put_txn(WriteScope& s, const ContentId& id, std::uint64_t content_size,
+                          std::uint32_t first, std::span<const std::byte> data,
+                          ContentState* state);
+  Result<ContentState> verify(const ContentId& id, std::uint64_t content_size, bool force);
+  // The digest of the whole content, or nullopt when a block is missing or bad.
+  Result<std::optional<std::vector<std::uint8_t>>> hash_content(const ContentId& id,
+                                                                std::uint64_t content_size);
+  bool pinned_here(const ContentId& id);
+  // Drops one in-process pin; true when it was the last.
+  bool unpin_here(const ContentId& id);
+  void note_corruption(const lmdb::Error& e);
+
+  const Options options_;
+  Session session_;
+  lmdb::Env env_;
+  const Dbs dbs_;
+  const BlockGeometry geometry_;
+  Holder holder_{};  // this instance's lease holder id (random)
+
+  // Lock order: map_mutex_ (shared for every txn, exclusive to remap) -> LMDB's writer lock ->
+  // pins_mu_ -> a PendingShard's mu (leaves, never held across an LMDB call that may block).
+  std::shared_mutex map_mutex_;
+  ReadTxnPool readers_;  // after env_: destroyed (txns ended) before the env closes
+  std::array<PendingShard, kPendingShards> pending_;
+  std::mutex pins_mu_;
+  std::unordered_map<ContentId, int> pins_;
+  std::atomic<std::uint64_t> cap_bytes_{0};  // as stored; refreshed by every write txn
+};
+
+}  // namespace whfs::cache

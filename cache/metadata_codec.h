@@ -1,0 +1,52 @@
+#pragma once
+// Encoding of the metadata the cache keeps so that a remount or a start without network needs
+// no request: revision -> commit, and per commit each fetched folder listing.
+//
+//   revisions  key(endpoint, repo, rev)    -> v1: u8 1, str echo, str commit, u64 resolved_ms
+//   listings   key(repo, commit, folder)   -> v1: u8 1, str echo, u32 n, n x entry
+//   entry: str path, u8 type, u64 size, str oid, str lfs_sha256, str xet_hash
+//
+// A key is the length-prefixed parts ("echo"); when that is longer than LMDB's key limit it is
+// 0xff + SHA-256 of the echo instead. The value repeats the echo so a lookup can tell its own
+// record from a hash collision or from garbage. Decoding is bounds-checked: anything malformed
+// decodes to nullopt (the caller logs it and treats it as a miss).
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fs/common/remote_entry.h"
+
+namespace whfs::cache {
+
+// Times are stored as ms since the epoch; anything past 9999-12-31 is garbage (and would
+// overflow system_clock's nanoseconds).
+inline constexpr std::uint64_t kMaxTimeMs = 253402300799999;
+
+struct MetadataKey {
+  std::string echo;  // the length-prefixed parts
+  std::string key;   // what LMDB stores: the echo, or 0xff + its SHA-256 when too long
+};
+MetadataKey metadata_key(std::initializer_list<std::string_view> parts);
+
+struct RevisionRecord {
+  std::string commit;
+  std::chrono::system_clock::time_point resolved_at;
+  bool operator==(const RevisionRecord&) const = default;
+};
+
+std::string encode_revision(const MetadataKey& key, const RevisionRecord& rev);
+std::optional<RevisionRecord> decode_revision(std::span<const std::byte> value,
+                                              const MetadataKey& key);
+
+std::string encode_listing(const MetadataKey& key, const std::vector<RemoteEntry>& entries);
+std::optional<std::vector<RemoteEntry>> decode_listing(std::span<const std::byte> value,
+                                                       const MetadataKey& key);
+
+}  // namespace whfs::cache

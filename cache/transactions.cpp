@@ -1,0 +1,274 @@
+// BlockCache: the txn plumbing. Reads run in pooled read txns; writes carry the pending
+// in-memory updates, make room past the high-water mark, and turn MDB_MAP_FULL and
+// MDB_MAP_RESIZED into eviction, map growth and retries.
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <functional>
+#include <thread>
+#include <utility>
+
+#include "cache/guard.h"
+#include "cache/lmdb_block_cache.h"
+
+namespace whfs::cache {
+
+namespace {
+
+constexpr int kMaxWriteAttempts = 8;
+
+}  // namespace
+
+// ---- txn plumbing ----------------------------------------------------------------------
+
+Result<void> LmdbBlockCache::read(ReadBody body) {
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    lmdb::Res<void> r;
+    {
+      std::shared_lock lk(map_mutex_);
+      auto reader = readers_.acquire();
+      if (!reader) {
+        r = Unexpected<lmdb::Error>{reader.error()};
+      } else {
+        r = body(*reader);
+        readers_.release(std::move(*reader));
+      }
+    }
+    if (r) return {};
+    if (r.error().code != MDB_MAP_RESIZED) return Unexpected<CacheError>{to_error(r.error())};
+    if (auto ok = adopt_map_size(); !ok) return ok;
+  }
+  return cache_error(CacheError::Kind::kLmdb, "cache: the map keeps being resized");
+}
+
+Result<void> LmdbBlockCache::write(std::uint64_t need_bytes, WriteBody body, bool evicting) {
+  bool emergency = false;
+  Result<void> result =
+      cache_error(CacheError::Kind::kFull,
+                  "cache: no room in " + options_.dir.string() + " after evicting (pinned?)");
+  int full = 0;  // MDB_MAP_FULL seen so far
+  for (int attempt = 0; attempt < kMaxWriteAttempts; ++attempt) {
+    bool over_high_water = false;
+    auto r = write_once(need_bytes, body, &over_high_water);
+    if (r && !over_high_water) {
+      result = {};
+      break;
+    }
+    if (over_high_water) {
+      // Down to the low-water mark, or lower if this write alone needs more room than that.
+      const std::uint64_t high = high_water();
+      auto evicted = evict_until(std::min(low_water(), high - std::min(need_bytes, high)));
+      if (!evicted) {
+        result = Unexpected<CacheError>{evicted.error()};
+        break;
+      }
+      // Everything left is pinned: only the map's limit (MDB_MAP_FULL) applies from here.
+      if (evicted->exhausted) need_bytes = 0;
+    } else if (r.error().code == MDB_MAP_RESIZED) {
+      if (auto ok = adopt_map_size(); !ok) return ok;
+    } else if (r.error().code == MDB_MAP_FULL && !evicting) {
+      if (auto ok = make_room(need_bytes, full++); !ok) return ok;
+    } else if (r.error().code == MDB_MAP_FULL && !emergency) {
+      // An eviction that cannot get a page: let it use the reserve (see put_map_size).
+      emergency = true;
+      if (auto ok = set_map(full_map_size(cap_bytes_.load(), env_.page_size())); !ok) return ok;
+    } else {
+      result = Unexpected<CacheError>{to_error(r.error())};
+      break;
+    }
+  }
+  if (emergency) (void)set_map(put_map_size(cap_bytes_.load(), env_.page_size()));
+  return result;
+}
+
+lmdb::Res<void> LmdbBlockCache::write_once(std::uint64_t need_bytes, WriteBody body,
+                                           bool* over_high_water) {
+  std::shared_lock lk(map_mutex_);
+  auto txn = lmdb::Txn::begin(env_, 0);
+  if (!txn) return Unexpected<lmdb::Error>{txn.error()};
+  WriteScope scope{*txn, {}, {}, 0, now_ms()};
+  auto usage = txn->get(dbs_.meta, lmdb::as_bytes(kUsageKey));
+  if (!usage) return Unexpected<lmdb::Error>{usage.error()};
+  if (*usage) {
+    if (auto u = decode_usage(**usage)) {
+      scope.usage = *u;
+    } else {
+      auto counted = count_usage(*txn);
+      if (!counted) return Unexpected<lmdb::Error>{counted.error()};
+      spdlog::warn("cache: unreadable usage record in {}; recounted", options_.dir.string());
+      scope.usage = *counted;
+    }
+  }
+  // The footprint is LMDB's own page count: exact, B-tree pages included, so the water marks
+  // hold on the pages themselves (a tiny cap of one-page blocks has 5% in leaf pages).
+  auto in_use = bytes_in_use(*txn);
+  if (!in_use) return Unexpected<lmdb::Error>{in_use.error()};
+  scope.usage.footprint_bytes = *in_use;
+  auto cap = txn->get(dbs_.meta, lmdb::as_bytes(kCapKey));
+  if (!cap) return Unexpected<lmdb::Error>{cap.error()};
+  scope.cap = *cap ? decode_u64(**cap).value_or(Options::kDefaultCap) : Options::kDefaultCap;
+  cap_bytes_ = scope.cap;
+  if (need_bytes > 0 && scope.usage.footprint_bytes + need_bytes > high_water()) {
+    *over_high_water = true;
+    return {};  // the txn aborts; the caller evicts first
+  }
+  const Usage before = scope.usage;
+
+  Pending pending = take_pending();
+  // Pending recency and lease releases first: an eviction in `body` must see them.
+  lmdb::Res<void> r = apply_pending(scope, pending);
+  if (r) r = body(scope);
+  if (r) {
+    // Bodies track their own estimate as they go (for eviction's stop test); record the count.
+    in_use = bytes_in_use(*txn);
+    if (in_use) scope.usage.footprint_bytes = *in_use;
+    if (!in_use) r = Unexpected<lmdb::Error>{in_use.error()};
+  }
+  if (r && !(before == scope.usage)) {
+    r = txn->put(dbs_.meta, lmdb::as_bytes(kUsageKey), lmdb::as_bytes(encode(scope.usage)));
+  }
+  if (r && !(scope.counters == Counters{})) {
+    Counters total;
+    auto old = txn->get(dbs_.meta, lmdb::as_bytes(kCountersKey));
+    if (!old) r = Unexpected<lmdb::Error>{old.error()};
+    if (r && *old) total = decode_counters(**old).value_or(Counters{});
+    total += scope.counters;
+    if (r) r = txn->put(dbs_.meta, lmdb::as_bytes(kCountersKey), lmdb::as_bytes(encode(total)));
+  }
+  if (r) r = txn->commit();
+  if (!r) {
+    // Nothing was written: put the pending updates back for the next txn.
+    PendingShard& shard = pending_shard();
+    std::lock_guard lk2(shard.mu);
+    shard.pending.merge(std::move(pending));
+  }
+  return r;
+}
+
+lmdb::Res<std::uint64_t> LmdbBlockCache::bytes_in_use(const lmdb::Txn& txn) {
+  std::uint64_t pages = 0;
+  for (lmdb::Dbi dbi : {dbs_.meta, dbs_.blocks, dbs_.contents, dbs_.lru, dbs_.leases,
+                        dbs_.revisions, dbs_.listings, lmdb::Dbi{1} /* main */}) {
+    auto st = txn.stat(dbi);
+    if (!st) return Unexpected<lmdb::Error>{st.error()};
+    pages += st->ms_branch_pages + st->ms_leaf_pages + st->ms_overflow_pages;
+  }
+  return pages * env_.page_size();
+}
+
+lmdb::Res<Usage> LmdbBlockCache::count_usage(const lmdb::Txn& txn) {
+  auto blocks = txn.stat(dbs_.blocks);
+  if (!blocks) return Unexpected<lmdb::Error>{blocks.error()};
+  auto contents = txn.stat(dbs_.contents);
+  if (!contents) return Unexpected<lmdb::Error>{contents.error()};
+  Usage u;
+  u.blocks = blocks->ms_entries;
+  u.contents = contents->ms_entries;
+  u.payload_bytes = u.blocks * geometry_.block_size();  // an upper bound
+  return u;
+}
+
+void LmdbBlockCache::Pending::merge(Pending&& other) {
+  for (const auto& [id, ms] : other.touched) {
+    auto& t = touched[id];
+    t = std::max(t, ms);
+  }
+  released.insert(released.end(), other.released.begin(), other.released.end());
+  counters += other.counters;
+}
+
+LmdbBlockCache::PendingShard& LmdbBlockCache::pending_shard() {
+  return pending_[std::hash<std::thread::id>{}(std::this_thread::get_id()) % kPendingShards];
+}
+
+LmdbBlockCache::Pending LmdbBlockCache::take_pending() {
+  Pending all;
+  for (PendingShard& shard : pending_) {
+    Pending one;
+    {
+      std::lock_guard lk(shard.mu);
+      std::swap(one, shard.pending);
+    }
+    all.merge(std::move(one));
+  }
+  return all;
+}
+
+Result<void> LmdbBlockCache::make_room(std::uint64_t need_bytes, int attempt) {
+  env_.reader_check();  // a dead process's stale snapshot pins freed pages
+  const std::uint64_t cap = cap_bytes_.load();
+  const std::uint64_t map = put_map_size(cap, env_.page_size());
+  if (map > env_.map_size()) return set_map(map);  // another opener raised the cap
+  auto usage = read_usage();
+  if (!usage) return Unexpected<CacheError>{usage.error()};
+  // The map is full although the blocks may be under the cap (free pages still held by
+  // readers or freed too recently, fragmentation, B-tree pages): free more on every attempt.
+  const std::uint64_t step = (need_bytes + cap / 32) * static_cast<std::uint64_t>(attempt + 1);
+  const std::uint64_t target =
+      std::min(low_water(), usage->footprint_bytes > step ? usage->footprint_bytes - step : 0);
+  auto evicted = evict_until(target);
+  if (!evicted) return Unexpected<CacheError>{evicted.error()};
+  // Nothing evictable is final only the second time: the first MDB_MAP_FULL after an eviction
+  // may just be its pages not being reusable yet (see below).
+  if (evicted->bytes == 0 && evicted->exhausted && attempt > 0) {
+    return cache_error(CacheError::Kind::kFull,
+                       "cache: " + options_.dir.string() +
+                           " is full and every content in it is pinned by an open file");
+  }
+  // LMDB reuses the pages a txn frees only two commits later (a reader may still be starting
+  // on the previous snapshot): commit one small txn so that the retry can use them.
+  (void)write(
+      0,
+      [&](WriteScope& s) {
+        return s.txn.put(dbs_.meta, lmdb::as_bytes(kUsageKey), lmdb::as_bytes(encode(s.usage)));
+      },
+      /*evicting=*/true);
+  return {};
+}
+
+Result<Usage> LmdbBlockCache::read_usage() {
+  Usage usage;
+  auto ok = read([&](ReadTxnPool::Reader& r) -> lmdb::Res<void> {
+    auto v = r.txn.get(dbs_.meta, lmdb::as_bytes(kUsageKey));
+    if (!v) return Unexpected<lmdb::Error>{v.error()};
+    if (*v) usage = decode_usage(**v).value_or(Usage{});
+    return {};
+  });
+  if (!ok) return Unexpected<CacheError>{ok.error()};
+  return usage;
+}
+
+Result<void> LmdbBlockCache::adopt_map_size() {
+  // Another process grew the data file past our map: LMDB rounds our size up to the pages in
+  // use (and lets us remap only with no txn of ours active).
+  return set_map(put_map_size(cap_bytes_.load(), env_.page_size()));
+}
+
+Result<void> LmdbBlockCache::set_map(std::uint64_t bytes) {
+  std::unique_lock lk(map_mutex_);
+  if (auto ok = env_.set_map_size(bytes); !ok) return Unexpected<CacheError>{to_error(ok.error())};
+  return {};
+}
+
+CacheError LmdbBlockCache::to_error(const lmdb::Error& e) {
+  if (e.code == MDB_MAP_FULL) return {CacheError::Kind::kFull, "cache: " + e.message()};
+  if (e.is_corruption()) note_corruption(e);
+  return {CacheError::Kind::kLmdb, "cache " + options_.dir.string() + ": " + e.message()};
+}
+
+void LmdbBlockCache::note_corruption(const lmdb::Error& e) {
+  spdlog::error("cache: {} reports damage ({}); it will be checked at the next open",
+                options_.dir.string(), e.message());
+  session_.mark_suspect();
+}
+
+Result<void> LmdbBlockCache::flush() {
+  return guarded("cache flush", [&]() -> Result<void> {
+    if (auto ok = write(0, [](WriteScope&) -> lmdb::Res<void> { return {}; }); !ok) return ok;
+    if (auto ok = env_.sync(true); !ok) return Unexpected<CacheError>{to_error(ok.error())};
+    return {};
+  });
+}
+
+}  // namespace whfs::cache

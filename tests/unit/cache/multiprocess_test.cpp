@@ -1,0 +1,97 @@
+// Several processes, each in its own PID namespace (like containers bind-mounting the cache
+// directory), writing the same and different contents at once.
+
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <fstream>
+
+#include "cache/block_cache.h"
+#include "tests/unit/cache/test_support.h"
+
+namespace whfs::cache {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::TempDir;
+
+bool unshare_works() {
+  const pid_t pid = [] {
+    char a0[] = "/usr/bin/unshare", a1[] = "--pid", a2[] = "--fork", a3[] = "/bin/true";
+    char* argv[] = {a0, a1, a2, a3, nullptr};
+    pid_t p = -1;
+    return ::posix_spawn(&p, argv[0], nullptr, nullptr, argv, nullptr) == 0 ? p : -1;
+  }();
+  return pid > 0 && testing::wait_exit(pid) == 0;
+}
+
+TEST(MultiProcessTest, WritersInSeparatePidNamespacesShareOneCache) {
+  ASSERT_TRUE(unshare_works())
+      << "`unshare --pid --fork` is not permitted here (it needs root or unprivileged user "
+         "namespaces); this test cannot run without it";
+  TempDir dir;
+  const fs::path cache = dir / "cache";
+  constexpr int kChildren = 3, kOwn = 20, kShared = 10;
+  const fs::path go = dir / "go";
+  std::vector<pid_t> children;
+  for (int i = 0; i < kChildren; ++i) {
+    children.push_back(testing::spawn_helper(
+        {"write-set", cache.string(), std::to_string(i + 1), std::to_string(kOwn),
+         std::to_string(kShared), std::to_string(64 << 20), go.string()},
+        /*new_pid_namespace=*/true, dir / ("out" + std::to_string(i))));
+    ASSERT_GT(children.back(), 0);
+  }
+  std::ofstream(go) << "go\n";  // all start writing at once
+  for (int i = 0; i < kChildren; ++i) {
+    EXPECT_EQ(testing::wait_exit(children[i]), 0) << "child " << i;
+    std::ifstream out(dir / ("out" + std::to_string(i)));
+    std::string line;
+    std::getline(out, line);
+    // Each is PID 1 of its namespace: the same PID in every child, which plain LMDB refuses.
+    EXPECT_EQ(line, "pid 1");
+  }
+  auto c = testing::open_or_die(testing::test_options(cache, 0));
+  auto contents = c->list_contents();
+  ASSERT_TRUE(contents);
+  EXPECT_EQ(contents->size(), static_cast<std::size_t>(kChildren * kOwn + kShared));
+  for (const ContentInfo& info : *contents) {
+    EXPECT_TRUE(info.state.complete() && info.state.verified) << info.id.to_string();
+    auto missing = c->read_blocks(info.id, info.size, 0, info.state.total,
+                                  [&](std::uint32_t i, std::span<const std::byte> d) {
+                                    EXPECT_TRUE(testing::block_is_genuine(d, i, c->block_size()));
+                                  });
+    ASSERT_TRUE(missing);
+    EXPECT_TRUE(missing->empty());
+  }
+  const auto st = c->stats().value();
+  EXPECT_EQ(st.usage.contents, contents->size());
+  EXPECT_EQ(st.counters.corrupt_blocks + st.counters.corrupt_contents, 0u);
+}
+
+TEST(MultiProcessTest, ReaderAdoptsAMapGrownByAnotherProcess) {
+  TempDir dir;
+  auto c = testing::open_or_die(testing::test_options(dir.path(), 2 << 20, 2));
+  const auto mine = testing::self_describing(7, 10 * c->block_size(), c->block_size());
+  testing::put_all(*c, testing::sha256_of(mine), mine);
+  // Another process raises the cap and writes far past this process's 2 MiB map.
+  const pid_t child = testing::spawn_helper(
+      {"write-set", dir.path().string(), "5", "60", "0", std::to_string(16 << 20), "-"});
+  ASSERT_EQ(testing::wait_exit(child), 0);
+  auto contents = c->list_contents();  // MDB_MAP_RESIZED inside, adopted
+  ASSERT_TRUE(contents) << contents.error().message;
+  EXPECT_EQ(contents->size(), 61u);
+  for (const ContentInfo& info : *contents) {
+    auto missing = c->read_blocks(info.id, info.size, 0, info.state.total, [](auto, auto) {});
+    ASSERT_TRUE(missing) << missing.error().message;
+    EXPECT_TRUE(missing->empty());
+  }
+  const auto st = c->stats().value();
+  EXPECT_EQ(st.cap_bytes, 16u << 20);  // the last opener's cap
+  EXPECT_GT(st.map_bytes, 2u << 20);
+  const auto more = testing::self_describing(8, 10 * c->block_size(), c->block_size());
+  testing::put_all(*c, testing::sha256_of(more), more);
+}
+
+}  // namespace
+}  // namespace whfs::cache

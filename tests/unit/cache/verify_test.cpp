@@ -1,0 +1,131 @@
+// Whole-content verification against the content's SHA-256 or git blob SHA-1.
+
+#include <gtest/gtest.h>
+
+#include "cache/block_cache.h"
+#include "tests/unit/cache/test_support.h"
+
+namespace whfs::cache {
+namespace {
+
+using testing::make_bytes;
+using testing::TempDir;
+
+class VerifyTest : public ::testing::Test {
+ protected:
+  void SetUp() override { cache_ = testing::open_or_die(testing::test_options(dir_.path())); }
+  TempDir dir_;
+  std::unique_ptr<BlockCache> cache_;
+};
+
+TEST_F(VerifyTest, Sha256ContentVerifiesAndStaysVerified) {
+  const auto bytes = make_bytes(5 * cache_->block_size() + 3, 1);
+  const auto id = testing::sha256_of(bytes);
+  testing::put_all(*cache_, id, bytes);
+  auto st = cache_->verify_content(id, bytes.size());
+  ASSERT_TRUE(st) << st.error().message;
+  EXPECT_EQ(*st, (ContentState{6, 6, true}));
+  cache_.reset();
+  cache_ = testing::open_or_die(testing::test_options(dir_.path()));
+  EXPECT_EQ(cache_->content_state(id).value(), (ContentState{6, 6, true}));
+  // A second put of a verified content keeps it verified.
+  auto again = cache_->put_blocks(id, bytes.size(), 0, bytes);
+  ASSERT_TRUE(again);
+  EXPECT_TRUE(again->verified);
+}
+
+TEST_F(VerifyTest, ServableReadsHideACompleteUnverifiedContent) {
+  const auto bytes = make_bytes(3 * cache_->block_size() + 10, 9);
+  const auto id = testing::sha256_of(bytes);
+  const auto servable = BlockStore::ReadMode::kServable;
+  int served = 0;
+  auto count = [&](std::uint32_t, std::span<const std::byte>) { ++served; };
+  // Part of a content: servable.
+  ASSERT_TRUE(cache_->put_blocks(id, bytes.size(), 0, std::span(bytes).first(cache_->block_size())));
+  auto partial = cache_->read_blocks(id, bytes.size(), 0, 4, count, servable);
+  ASSERT_TRUE(partial);
+  EXPECT_EQ(served, 1);
+  // All of it, not verified yet: nothing is servable, though every block is stored.
+  testing::put_all(*cache_, id, bytes);
+  served = 0;
+  auto hidden = cache_->read_blocks(id, bytes.size(), 0, 4, count, servable);
+  ASSERT_TRUE(hidden);
+  EXPECT_EQ(served, 0);
+  EXPECT_EQ(hidden->size(), 4u);
+  auto any = cache_->read_blocks(id, bytes.size(), 0, 4, count);
+  ASSERT_TRUE(any);
+  EXPECT_EQ(served, 4);
+  // Verified: servable again.
+  ASSERT_TRUE(cache_->verify_content(id, bytes.size()));
+  served = 0;
+  auto shown = cache_->read_blocks(id, bytes.size(), 0, 4, count, servable);
+  ASSERT_TRUE(shown);
+  EXPECT_EQ(served, 4);
+  EXPECT_TRUE(shown->empty());
+}
+
+TEST_F(VerifyTest, GitBlobContentVerifies) {
+  const auto bytes = make_bytes(2 * cache_->block_size(), 2);
+  const auto id = testing::git_blob_of(bytes);
+  testing::put_all(*cache_, id, bytes);
+  auto st = cache_->verify_content(id, bytes.size());
+  ASSERT_TRUE(st) << st.error().message;
+  EXPECT_TRUE(st->verified);
+}
+
+TEST_F(VerifyTest, IncompleteContentIsNotHashed) {
+  const auto bytes = make_bytes(3 * cache_->block_size(), 3);
+  const auto id = testing::sha256_of(bytes);
+  ASSERT_TRUE(
+      cache_->put_blocks(id, bytes.size(), 0, std::span(bytes).first(cache_->block_size())));
+  auto st = cache_->verify_content(id, bytes.size());
+  ASSERT_TRUE(st);
+  EXPECT_EQ(*st, (ContentState{1, 3, false}));
+  auto absent = cache_->verify_content(testing::sha256_of(make_bytes(1, 1)), 1);
+  ASSERT_TRUE(absent);
+  EXPECT_EQ(*absent, (ContentState{0, 1, false}));
+}
+
+TEST_F(VerifyTest, MismatchDropsEveryBlockAndIsCorrupt) {
+  const auto bytes = make_bytes(4 * cache_->block_size(), 4);
+  const auto wrong_id = testing::sha256_of(make_bytes(4 * cache_->block_size(), 5));
+  testing::put_all(*cache_, wrong_id, bytes);
+  auto st = cache_->verify_content(wrong_id, bytes.size());
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.error().kind, CacheError::Kind::kCorrupt);
+  EXPECT_FALSE(cache_->content_state(wrong_id).value());
+  auto missing = cache_->read_blocks(wrong_id, bytes.size(), 0, 4, [](auto, auto) { FAIL(); });
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->size(), 4u);
+  auto stats = cache_->stats();
+  EXPECT_EQ(stats->counters.corrupt_contents, 1u);
+  EXPECT_EQ(stats->usage.blocks, 0u);
+  EXPECT_EQ(stats->usage.contents, 0u);
+  EXPECT_LT(stats->usage.footprint_bytes, 4u * 4096);  // what is left: near-empty B-trees
+}
+
+TEST_F(VerifyTest, GitBlobMismatchIsCorruptToo) {
+  const auto bytes = make_bytes(100, 6);
+  const auto wrong_id = testing::git_blob_of(make_bytes(101, 6));
+  testing::put_all(*cache_, wrong_id, bytes);
+  auto st = cache_->verify_content(wrong_id, bytes.size());
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.error().kind, CacheError::Kind::kCorrupt);
+}
+
+TEST_F(VerifyTest, BadBlockFoundWhileHashingIsDroppedNotCorrupt) {
+  const auto bytes = make_bytes(3 * cache_->block_size(), 7);
+  const auto id = testing::sha256_of(bytes);
+  testing::put_all(*cache_, id, bytes);
+  cache_.reset();
+  testing::edit_raw_block(dir_.path(), id, 2, [](std::string& v) { v.back() ^= 1; });
+  cache_ = testing::open_or_die(testing::test_options(dir_.path()));
+  auto st = cache_->verify_content(id, bytes.size());
+  ASSERT_TRUE(st) << st.error().message;
+  EXPECT_EQ(*st, (ContentState{2, 3, false}));
+  EXPECT_EQ(cache_->stats()->counters.corrupt_blocks, 1u);
+  EXPECT_EQ(cache_->stats()->counters.corrupt_contents, 0u);
+}
+
+}  // namespace
+}  // namespace whfs::cache
