@@ -188,8 +188,9 @@ class CurlHubClient final : public HubClient {
 
   Expected<std::vector<RemoteEntry>, HubError> list_folder(std::string_view commit,
                                                            std::string_view folder,
-                                                           bool recursive,
-                                                           Deadline deadline) override {
+                                                           bool recursive, Deadline deadline,
+                                                           std::size_t max_pages) override {
+    if (max_pages == 0) max_pages = config_.max_pages;
     std::string url = api_base_ + "/tree/" + std::string(commit) +
                       (folder.empty() ? "" : "/" + encode_path(folder)) + "?limit=1000" +
                       (recursive ? "&recursive=true" : "");
@@ -197,10 +198,12 @@ class CurlHubClient final : public HubClient {
     std::unordered_set<std::string> seen_paths;
     std::unordered_set<std::string> seen_urls{url};
     for (std::size_t page = 0;; ++page) {
-      if (page >= config_.max_pages) {
-        return unexpected(make_error(HubErrorKind::kBadResponse,
-                                     "listing has more than " + std::to_string(config_.max_pages) +
-                                         " pages; refusing to truncate it"));
+      if (page >= max_pages) {
+        HubError e = make_error(HubErrorKind::kBadResponse,
+                                "listing has more than " + std::to_string(max_pages) +
+                                    " pages; refusing to truncate it");
+        e.code = "TooManyPages";
+        return unexpected(std::move(e));
       }
       auto resp = api_get(url, deadline);
       if (!resp) return unexpected(std::move(resp).error());
@@ -330,7 +333,7 @@ class CurlHubClient final : public HubClient {
       if (Clock::now() + delay >= deadline) {
         // Waiting would pass the deadline: fail now with what we know.
         if (last.kind != HubErrorKind::kRateLimited) last.kind = HubErrorKind::kTimeout;
-        last.message = what + ": gave up before the deadline (" + last.message + ")";
+        last.message += " (gave up: the next try would pass the deadline)";
         break;
       }
       stats_.retries++;

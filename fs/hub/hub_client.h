@@ -62,11 +62,14 @@ class HubClient {
                                                         Deadline deadline) = 0;
 
   // The entries of `folder` ("" = root) at `commit`: direct children, or every descendant
-  // (folders included) when `recursive`. Unsafe names are skipped with a warning each.
+  // (folders included) when `recursive`. Unsafe names are skipped with a warning each. A
+  // listing longer than `max_pages` pages (0: the configured limit) is an error with code
+  // "TooManyPages", never a truncated result.
   virtual Expected<std::vector<RemoteEntry>, HubError> list_folder(std::string_view commit,
                                                                    std::string_view folder,
                                                                    bool recursive,
-                                                                   Deadline deadline) = 0;
+                                                                   Deadline deadline,
+                                                                   std::size_t max_pages = 0) = 0;
 
   // Fills `out` with the file's bytes from `offset` (out.size() bytes, which must not pass the
   // end of the file). All of them or an error: a short or wrong body never counts as data.

@@ -1,0 +1,164 @@
+#include "fs/filesystem.h"
+
+#include <spdlog/spdlog.h>
+
+namespace whfs {
+namespace {
+
+constexpr const char* kXattrPrefix = "user.wheelhouse.";
+
+bool ends_with_whl(const std::string& name) {
+  return name.size() > 4 && name.compare(name.size() - 4, 4, ".whl") == 0;
+}
+
+}  // namespace
+
+std::optional<reader::FileContent> content_of(const ns::Node& node) {
+  const ns::Node* n = &node;
+  if (n->kind == ns::NodeKind::kSyntheticFile && n->alias) n = n->alias.get();
+  if (n->kind != ns::NodeKind::kFile) return std::nullopt;
+  auto id = cache::ContentId::of(n->entry);
+  if (!id) return std::nullopt;
+  return reader::FileContent{n->commit, n->entry.path, n->entry.size, *id};
+}
+
+Filesystem::Filesystem(ns::Namespace& names, reader::Reader& reader, FilesystemConfig config)
+    : names_(names), reader_(reader), config_(std::move(config)) {}
+
+FsErr Filesystem::convert(const ns::FsError& e) {
+  switch (e.code) {
+    case ns::FsErrc::kNotFound: return {FsErrorKind::kNotFound, e.message};
+    case ns::FsErrc::kNotDir: return {FsErrorKind::kNotDir, e.message};
+    case ns::FsErrc::kIsDir: return {FsErrorKind::kIsDir, e.message};
+    case ns::FsErrc::kAccess: return {FsErrorKind::kAccess, e.message};
+    case ns::FsErrc::kTimedOut: return {FsErrorKind::kTimedOut, e.message};
+    case ns::FsErrc::kIo: return {FsErrorKind::kIo, e.message};
+  }
+  return {FsErrorKind::kIo, e.message};
+}
+
+FsErr Filesystem::convert(const reader::ReadError& e) {
+  switch (e.kind) {
+    case reader::ReadError::Kind::kAccess: return {FsErrorKind::kAccess, e.message};
+    case reader::ReadError::Kind::kTimedOut: return {FsErrorKind::kTimedOut, e.message};
+    default: return {FsErrorKind::kIo, e.message};
+  }
+}
+
+Expected<ns::Attr, FsErr> Filesystem::lookup(Ino parent, const std::string& name) {
+  auto r = names_.lookup(parent, name);
+  if (!r) return unexpected(convert(r.error()));
+  return *r;
+}
+
+Expected<ns::Attr, FsErr> Filesystem::getattr(Ino ino) {
+  auto r = names_.getattr(ino);
+  if (!r) return unexpected(convert(r.error()));
+  return *r;
+}
+
+Expected<std::unique_ptr<DirHandle>, FsErr> Filesystem::opendir(Ino ino) {
+  auto entries = names_.readdir(ino, false);
+  if (!entries) return unexpected(convert(entries.error()));
+  auto h = std::make_unique<DirHandle>();
+  h->entries = std::move(entries).value();
+  return h;
+}
+
+Expected<std::unique_ptr<FileHandle>, FsErr> Filesystem::open(Ino ino, bool for_writing) {
+  auto node = names_.node(ino);
+  if (!node) return unexpected(convert(node.error()));
+  if ((*node)->is_dir()) return unexpected(FsErr{FsErrorKind::kIsDir, (*node)->name});
+  if (for_writing) return unexpected(FsErr{FsErrorKind::kReadOnly, (*node)->name});
+  auto h = std::make_unique<FileHandle>();
+  h->node = *node;
+  if (auto content = content_of(**node)) {
+    h->remote = reader_.open(*content, ends_with_whl((*node)->name));
+  }
+  return h;
+}
+
+Expected<void, FsErr> Filesystem::read(FileHandle& fh, std::uint64_t offset, std::size_t size,
+                                       reader::Reader::ReplyFn reply) {
+  if (!fh.remote) {
+    // A synthetic file: its bytes are in memory.
+    const std::string& bytes = fh.node->bytes ? *fh.node->bytes : std::string();
+    iovec iov{};
+    if (offset < bytes.size()) {
+      iov.iov_base = const_cast<char*>(bytes.data() + offset);
+      iov.iov_len = std::min<std::size_t>(size, bytes.size() - offset);
+    }
+    reply(std::span<const iovec>(&iov, iov.iov_len > 0 ? 1 : 0));
+    return {};
+  }
+  const auto deadline = reader::Clock::now() + config_.read_timeout;
+  auto r = reader_.read(*fh.remote, offset, size, deadline, reply);
+  if (!r) {
+    FsErr e = convert(r.error());
+    spdlog::error("read {} at {} (+{}): {}", fh.remote->content().path, offset, size,
+                  r.error().message);
+    return unexpected(e);
+  }
+  return {};
+}
+
+void Filesystem::release(FileHandle& fh) {
+  if (fh.remote) reader_.release(*fh.remote);
+}
+
+Expected<std::vector<std::string>, FsErr> Filesystem::listxattr(Ino ino) {
+  auto node = names_.node(ino);
+  if (!node) return unexpected(convert(node.error()));
+  const std::string p = kXattrPrefix;
+  if (ino == ns::kRootIno) {
+    std::vector<std::string> names = {p + "repo", p + "revision", p + "commit"};
+    if (status_) names.push_back(p + "status");
+    return names;
+  }
+  const ns::Node& n = **node;
+  const ns::Node* target = n.alias ? n.alias.get() : &n;
+  std::vector<std::string> names;
+  if (target->kind == ns::NodeKind::kFile || target->kind == ns::NodeKind::kDir) {
+    names = {p + "path", p + "commit"};
+    if (target->kind == ns::NodeKind::kFile) {
+      names.push_back(p + "oid");
+      if (target->entry.is_lfs()) names.push_back(p + "sha256");
+    }
+  }
+  if (n.alias) names.push_back(p + "source");
+  return names;
+}
+
+Expected<std::string, FsErr> Filesystem::getxattr(Ino ino, const std::string& name) {
+  auto node = names_.node(ino);
+  if (!node) return unexpected(convert(node.error()));
+  if (!name.starts_with(kXattrPrefix)) return unexpected(FsErr{FsErrorKind::kNoAttr, name});
+  const std::string key = name.substr(std::string(kXattrPrefix).size());
+  if (ino == ns::kRootIno) {
+    if (key == "repo") return config_.repo;
+    if (key == "revision") return config_.revision;
+    if (key == "commit") return names_.commit();
+    if (key == "status" && status_) return status_();
+    return unexpected(FsErr{FsErrorKind::kNoAttr, name});
+  }
+  const ns::Node& n = **node;
+  const ns::Node* target = n.alias ? n.alias.get() : &n;
+  const bool remote = target->kind == ns::NodeKind::kFile || target->kind == ns::NodeKind::kDir;
+  if (remote && key == "path") return target->entry.path;
+  if (remote && key == "commit") return target->commit;
+  if (target->kind == ns::NodeKind::kFile && key == "oid") return target->entry.oid;
+  if (target->kind == ns::NodeKind::kFile && key == "sha256" && target->entry.is_lfs()) {
+    return target->entry.lfs_sha256;
+  }
+  if (n.alias && key == "source") return target->entry.path;
+  return unexpected(FsErr{FsErrorKind::kNoAttr, name});
+}
+
+FsStats Filesystem::statfs() {
+  FsStats s;
+  s.blocks = config_.cache_cap / s.block_size;
+  s.files = names_.inode_count();
+  return s;
+}
+
+}  // namespace whfs

@@ -1,0 +1,79 @@
+#pragma once
+// The filesystem in domain types: what each FUSE operation means here, independent of
+// libfuse. The FUSE adapter (fs/fuse/) decodes a request, calls one method, and replies.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fs/common/expected.h"
+#include "fs/fs_error.h"
+#include "fs/namespace/namespace.h"
+#include "fs/reader/reader.h"
+
+namespace whfs {
+
+using ns::Ino;
+
+struct FileHandle {
+  std::shared_ptr<const ns::Node> node;      // what was opened
+  std::unique_ptr<reader::OpenFile> remote;  // remote bytes (files and current/ entries)
+};
+
+struct DirHandle {
+  std::vector<ns::DirEntry> entries;  // a snapshot taken at opendir
+};
+
+struct FsStats {
+  std::uint64_t block_size = 4096;
+  std::uint64_t blocks = 0;
+  std::uint64_t files = 0;
+};
+
+struct FilesystemConfig {
+  std::chrono::seconds read_timeout{60};
+  std::string repo;
+  std::string revision;
+  std::uint64_t cache_cap = 0;
+};
+
+class Filesystem {
+ public:
+  Filesystem(ns::Namespace& names, reader::Reader& reader, FilesystemConfig config);
+
+  Expected<ns::Attr, FsErr> lookup(Ino parent, const std::string& name);
+  void forget(Ino ino, std::uint64_t n) { names_.forget(ino, n); }
+  Expected<ns::Attr, FsErr> getattr(Ino ino);
+  Expected<std::unique_ptr<DirHandle>, FsErr> opendir(Ino ino);
+  // A readdirplus entry handed to the kernel counts as a lookup.
+  void count_lookup(Ino ino) { names_.ref(ino); }
+  Expected<std::unique_ptr<FileHandle>, FsErr> open(Ino ino, bool for_writing);
+  Expected<void, FsErr> read(FileHandle& fh, std::uint64_t offset, std::size_t size,
+                             reader::Reader::ReplyFn reply);
+  void release(FileHandle& fh);
+  // The value of an extended attribute (user.wheelhouse.*), and their names.
+  Expected<std::string, FsErr> getxattr(Ino ino, const std::string& name);
+  Expected<std::vector<std::string>, FsErr> listxattr(Ino ino);
+  FsStats statfs();
+
+  // The JSON behind user.wheelhouse.status on the root (set by the mount).
+  void set_status_provider(std::function<std::string()> provider) {
+    status_ = std::move(provider);
+  }
+
+ private:
+  static FsErr convert(const ns::FsError& e);
+  static FsErr convert(const reader::ReadError& e);
+
+  ns::Namespace& names_;
+  reader::Reader& reader_;
+  FilesystemConfig config_;
+  std::function<std::string()> status_;
+};
+
+// The content a remote file node reads (a current/ entry reads its alias).
+std::optional<reader::FileContent> content_of(const ns::Node& node);
+
+}  // namespace whfs

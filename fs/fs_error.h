@@ -1,0 +1,28 @@
+#pragma once
+// The filesystem's error type. Every layer's error (namespace, reader, hub) is converted into
+// this at the Filesystem boundary, and this becomes an errno in exactly one place:
+// fs/fuse/errno_table.cpp.
+
+#include <string>
+
+namespace whfs {
+
+enum class FsErrorKind {
+  kNotFound,   // ENOENT
+  kNotDir,     // ENOTDIR
+  kIsDir,      // EISDIR
+  kReadOnly,   // EROFS
+  kIo,         // EIO: the Hub failed, a download was corrupt, the cache failed
+  kAccess,     // EACCES: the Hub refused us (token, gated repo)
+  kTimedOut,   // EIO too (a read must not report ETIMEDOUT to tools that do not expect it)
+  kNoAttr,     // ENODATA: no such extended attribute
+  kRange,      // ERANGE: the caller's buffer is too small
+  kInvalid,    // EINVAL
+};
+
+struct FsErr {
+  FsErrorKind kind = FsErrorKind::kIo;
+  std::string message;  // for the log line: path and cause
+};
+
+}  // namespace whfs

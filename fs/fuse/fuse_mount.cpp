@@ -1,0 +1,400 @@
+#define FUSE_USE_VERSION 35
+#include "fs/fuse/fuse_mount.h"
+
+#include <fuse_lowlevel.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "fs/fuse/errno_table.h"
+
+namespace whfs::fuse {
+namespace {
+
+// ---- helpers --------------------------------------------------------------------------------
+
+Filesystem& fs_of(fuse_req_t req) { return *static_cast<Filesystem*>(fuse_req_userdata(req)); }
+
+struct Timeouts {
+  double entry;
+  double attr;
+};
+Timeouts g_timeouts{86400, 86400};  // set once in mount(), before any request
+
+void fill_stat(const ns::Attr& a, struct stat* st) {
+  std::memset(st, 0, sizeof *st);
+  st->st_ino = a.ino;
+  st->st_mode = a.dir ? (S_IFDIR | 0555) : (S_IFREG | 0444);
+  st->st_nlink = a.dir ? 2 : 1;
+  st->st_size = static_cast<off_t>(a.size);
+  st->st_blocks = static_cast<blkcnt_t>((a.size + 511) / 512);
+  st->st_blksize = 128 * 1024;
+  st->st_uid = ::getuid();
+  st->st_gid = ::getgid();
+  st->st_mtim.tv_sec = a.mtime;
+  st->st_ctim.tv_sec = a.mtime;
+  st->st_atim.tv_sec = a.mtime;
+}
+
+fuse_entry_param entry_of(const ns::Attr& a) {
+  fuse_entry_param e{};
+  e.ino = a.ino;
+  e.generation = 1;
+  e.entry_timeout = g_timeouts.entry;
+  e.attr_timeout = g_timeouts.attr;
+  fill_stat(a, &e.attr);
+  return e;
+}
+
+void reply_error(fuse_req_t req, const FsErr& e) { fuse_reply_err(req, to_errno(e.kind)); }
+
+// No exception may cross into libfuse's C frames: catch here, reply EIO, log once.
+template <class F>
+void guarded(fuse_req_t req, const char* op, F&& body) {
+  try {
+    body();
+  } catch (const std::exception& ex) {
+    spdlog::error("{}: internal error: {}", op, ex.what());
+    fuse_reply_err(req, EIO);
+  } catch (...) {
+    spdlog::error("{}: internal error", op);
+    fuse_reply_err(req, EIO);
+  }
+}
+
+// ---- operations: decode, call one Filesystem method, reply -----------------------------------
+
+void op_init(void*, fuse_conn_info* conn) {
+  // Reads as large as the kernel allows (max_pages follows max_write) and room for the
+  // kernel's own readahead; read-only content, so the kernel may cache all it likes.
+  conn->max_write = 1u << 20;
+  conn->max_readahead = 1u << 20;
+  const unsigned want = FUSE_CAP_ASYNC_READ | FUSE_CAP_PARALLEL_DIROPS | FUSE_CAP_READDIRPLUS |
+                        FUSE_CAP_READDIRPLUS_AUTO | FUSE_CAP_EXPLICIT_INVAL_DATA;
+  conn->want |= want & conn->capable;
+  conn->want &= ~(FUSE_CAP_AUTO_INVAL_DATA & conn->capable);
+  conn->time_gran = 1000000000;
+}
+
+void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  guarded(req, "lookup", [&] {
+    auto r = fs_of(req).lookup(parent, name);
+    if (!r) return reply_error(req, r.error());
+    const auto e = entry_of(*r);
+    fuse_reply_entry(req, &e);
+  });
+}
+
+void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t n) {
+  fs_of(req).forget(ino, n);
+  fuse_reply_none(req);
+}
+
+void op_forget_multi(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
+  for (size_t i = 0; i < count; ++i) fs_of(req).forget(forgets[i].ino, forgets[i].nlookup);
+  fuse_reply_none(req);
+}
+
+void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  guarded(req, "getattr", [&] {
+    auto r = fs_of(req).getattr(ino);
+    if (!r) return reply_error(req, r.error());
+    struct stat st;
+    fill_stat(*r, &st);
+    fuse_reply_attr(req, &st, g_timeouts.attr);
+  });
+}
+
+void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  guarded(req, "opendir", [&] {
+    auto r = fs_of(req).opendir(ino);
+    if (!r) return reply_error(req, r.error());
+    fi->fh = reinterpret_cast<uint64_t>(r->release());
+    fi->cache_readdir = 1;
+    fi->keep_cache = 1;
+    if (fuse_reply_open(req, fi) != 0) delete reinterpret_cast<DirHandle*>(fi->fh);
+  });
+}
+
+void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi,
+                    bool plus) {
+  auto* h = reinterpret_cast<DirHandle*>(fi->fh);
+  std::vector<char> buf(size);
+  size_t used = 0;
+  const auto total = static_cast<off_t>(h->entries.size()) + 2;
+  for (off_t i = off; i < total; ++i) {
+    ns::Attr a{};
+    std::string name;
+    if (i < 2) {
+      a = ns::Attr{ino, true, 0, 0};
+      name = i == 0 ? "." : "..";
+    } else {
+      const auto& de = h->entries[static_cast<size_t>(i - 2)];
+      a = de.attr;
+      name = de.name;
+    }
+    size_t need = 0;
+    if (plus) {
+      fuse_entry_param e = entry_of(a);
+      need = fuse_add_direntry_plus(req, buf.data() + used, size - used, name.c_str(), &e, i + 1);
+    } else {
+      struct stat st;
+      fill_stat(a, &st);
+      need = fuse_add_direntry(req, buf.data() + used, size - used, name.c_str(), &st, i + 1);
+    }
+    if (need > size - used) break;
+    used += need;
+    if (plus && i >= 2) fs_of(req).count_lookup(a.ino);  // the kernel now holds a reference
+  }
+  fuse_reply_buf(req, buf.data(), used);
+}
+
+void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  guarded(req, "readdir", [&] { readdir_common(req, ino, size, off, fi, false); });
+}
+
+void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  guarded(req, "readdirplus", [&] { readdir_common(req, ino, size, off, fi, true); });
+}
+
+void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  delete reinterpret_cast<DirHandle*>(fi->fh);
+  fuse_reply_err(req, 0);
+}
+
+void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  guarded(req, "open", [&] {
+    const bool writing = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC) != 0;
+    auto r = fs_of(req).open(ino, writing);
+    if (!r) return reply_error(req, r.error());
+    fi->fh = reinterpret_cast<uint64_t>(r->release());
+    fi->keep_cache = 1;  // content is immutable for this inode
+    if (fuse_reply_open(req, fi) != 0) {
+      auto* h = reinterpret_cast<FileHandle*>(fi->fh);
+      fs_of(req).release(*h);
+      delete h;
+    }
+  });
+}
+
+void op_read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
+  guarded(req, "read", [&] {
+    auto* h = reinterpret_cast<FileHandle*>(fi->fh);
+    bool replied = false;
+    auto r = fs_of(req).read(*h, static_cast<std::uint64_t>(off), size,
+                             [&](std::span<const iovec> iov) {
+                               fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
+                               replied = true;
+                             });
+    if (!r && !replied) reply_error(req, r.error());
+  });
+}
+
+void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  auto* h = reinterpret_cast<FileHandle*>(fi->fh);
+  fs_of(req).release(*h);
+  delete h;
+  fuse_reply_err(req, 0);
+}
+
+void op_statfs(fuse_req_t req, fuse_ino_t) {
+  guarded(req, "statfs", [&] {
+    const FsStats s = fs_of(req).statfs();
+    struct statvfs v{};
+    v.f_bsize = s.block_size;
+    v.f_frsize = s.block_size;
+    v.f_blocks = s.blocks;
+    v.f_files = s.files;
+    v.f_namemax = 255;
+    v.f_flag = ST_RDONLY;
+    fuse_reply_statfs(req, &v);
+  });
+}
+
+void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  guarded(req, "getxattr", [&] {
+    auto r = fs_of(req).getxattr(ino, name);
+    if (!r) return reply_error(req, r.error());
+    if (size == 0) return (void)fuse_reply_xattr(req, r->size());
+    if (size < r->size()) return (void)fuse_reply_err(req, ERANGE);
+    fuse_reply_buf(req, r->data(), r->size());
+  });
+}
+
+void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  guarded(req, "listxattr", [&] {
+    auto r = fs_of(req).listxattr(ino);
+    if (!r) return reply_error(req, r.error());
+    std::string all;
+    for (const auto& n : *r) all.append(n).push_back('\0');
+    if (size == 0) return (void)fuse_reply_xattr(req, all.size());
+    if (size < all.size()) return (void)fuse_reply_err(req, ERANGE);
+    fuse_reply_buf(req, all.data(), all.size());
+  });
+}
+
+void op_access(fuse_req_t req, fuse_ino_t, int mask) {
+  fuse_reply_err(req, (mask & W_OK) != 0 ? EROFS : 0);
+}
+
+void op_readlink(fuse_req_t req, fuse_ino_t) { fuse_reply_err(req, EINVAL); }
+void op_flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
+
+// Every write-type operation: the filesystem is read-only.
+void rofs(fuse_req_t req) { fuse_reply_err(req, EROFS); }
+void op_setattr(fuse_req_t req, fuse_ino_t, struct stat*, int, fuse_file_info*) { rofs(req); }
+void op_mknod(fuse_req_t req, fuse_ino_t, const char*, mode_t, dev_t) { rofs(req); }
+void op_mkdir(fuse_req_t req, fuse_ino_t, const char*, mode_t) { rofs(req); }
+void op_unlink(fuse_req_t req, fuse_ino_t, const char*) { rofs(req); }
+void op_rmdir(fuse_req_t req, fuse_ino_t, const char*) { rofs(req); }
+void op_symlink(fuse_req_t req, const char*, fuse_ino_t, const char*) { rofs(req); }
+void op_rename(fuse_req_t req, fuse_ino_t, const char*, fuse_ino_t, const char*, unsigned) {
+  rofs(req);
+}
+void op_link(fuse_req_t req, fuse_ino_t, fuse_ino_t, const char*) { rofs(req); }
+void op_write(fuse_req_t req, fuse_ino_t, const char*, size_t, off_t, fuse_file_info*) {
+  rofs(req);
+}
+void op_create(fuse_req_t req, fuse_ino_t, const char*, mode_t, fuse_file_info*) { rofs(req); }
+void op_setxattr(fuse_req_t req, fuse_ino_t, const char*, const char*, size_t, int) { rofs(req); }
+void op_removexattr(fuse_req_t req, fuse_ino_t, const char*) { rofs(req); }
+void op_fallocate(fuse_req_t req, fuse_ino_t, int, off_t, off_t, fuse_file_info*) { rofs(req); }
+
+fuse_lowlevel_ops make_ops() {
+  fuse_lowlevel_ops ops{};
+  ops.init = op_init;
+  ops.lookup = op_lookup;
+  ops.forget = op_forget;
+  ops.forget_multi = op_forget_multi;
+  ops.getattr = op_getattr;
+  ops.opendir = op_opendir;
+  ops.readdir = op_readdir;
+  ops.readdirplus = op_readdirplus;
+  ops.releasedir = op_releasedir;
+  ops.open = op_open;
+  ops.read = op_read;
+  ops.release = op_release;
+  ops.statfs = op_statfs;
+  ops.getxattr = op_getxattr;
+  ops.listxattr = op_listxattr;
+  ops.access = op_access;
+  ops.readlink = op_readlink;
+  ops.flush = op_flush;
+  ops.setattr = op_setattr;
+  ops.mknod = op_mknod;
+  ops.mkdir = op_mkdir;
+  ops.unlink = op_unlink;
+  ops.rmdir = op_rmdir;
+  ops.symlink = op_symlink;
+  ops.rename = op_rename;
+  ops.link = op_link;
+  ops.write = op_write;
+  ops.create = op_create;
+  ops.setxattr = op_setxattr;
+  ops.removexattr = op_removexattr;
+  ops.fallocate = op_fallocate;
+  return ops;
+}
+
+// SIGUSR1 wakes request threads out of read(2) at exit; its handler does nothing.
+void wake_handler(int) {}
+
+}  // namespace
+
+FuseMount::FuseMount(Filesystem& fs, FuseConfig config) : fs_(fs), config_(std::move(config)) {}
+
+Expected<std::unique_ptr<FuseMount>, std::string> FuseMount::mount(Filesystem& fs,
+                                                                   const FuseConfig& config) {
+  g_timeouts = Timeouts{config.entry_timeout, config.attr_timeout};
+  std::unique_ptr<FuseMount> m(new FuseMount(fs, config));
+  std::vector<std::string> argv = {"wheelhousefs"};
+  std::string opts = "ro";
+  for (const auto& o : config.options) opts += "," + o;
+  argv.push_back("-o");
+  argv.push_back(opts);
+  if (config.debug) argv.push_back("-d");
+  std::vector<char*> cargv;
+  for (auto& a : argv) cargv.push_back(a.data());
+  fuse_args args = FUSE_ARGS_INIT(static_cast<int>(cargv.size()), cargv.data());
+  const fuse_lowlevel_ops ops = make_ops();
+  m->se_ = fuse_session_new(&args, &ops, sizeof ops, &fs);
+  fuse_opt_free_args(&args);
+  if (m->se_ == nullptr) return unexpected(std::string("cannot create the FUSE session (bad FUSE option?)"));
+  if (fuse_session_mount(m->se_, config.mountpoint.c_str()) != 0) {
+    return unexpected("cannot mount on " + config.mountpoint +
+                      " (is /dev/fuse usable, fuse3 installed, the folder empty and not mounted?)");
+  }
+  m->mounted_ = true;
+  struct sigaction sa{};
+  sa.sa_handler = wake_handler;  // no SA_RESTART: read(2) returns EINTR
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGUSR1, &sa, nullptr);
+  return m;
+}
+
+FuseMount::~FuseMount() {
+  if (se_ == nullptr) return;
+  if (mounted_) fuse_session_unmount(se_);
+  fuse_session_destroy(se_);
+}
+
+void FuseMount::serve() {
+  // This thread must receive SIGUSR1 (the others keep it blocked).
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGUSR1);
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+  fuse_buf buf{};
+  while (!fuse_session_exited(se_) && !exiting_) {
+    const int res = fuse_session_receive_buf(se_, &buf);
+    if (res == -EINTR) continue;
+    if (res <= 0) {
+      if (res < 0 && res != -ENODEV) spdlog::error("FUSE receive failed: {}", std::strerror(-res));
+      fuse_session_exit(se_);  // ENODEV: unmounted from outside
+      break;
+    }
+    fuse_session_process_buf(se_, &buf);
+  }
+  std::free(buf.mem);
+}
+
+void FuseMount::run() {
+  {
+    std::lock_guard lock(threads_mu_);
+    live_ = std::max(1u, config_.threads);
+    for (unsigned i = 0; i < live_; ++i) {
+      threads_.emplace_back([this] {
+        serve();
+        std::lock_guard done(threads_mu_);
+        if (--live_ == 0) threads_cv_.notify_all();
+      });
+    }
+  }
+  // Join only once every thread has finished, and under the lock that exit() signals them
+  // under: a thread is never signalled after it has been joined.
+  std::unique_lock lock(threads_mu_);
+  threads_cv_.wait(lock, [this] { return live_ == 0; });
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+}
+
+void FuseMount::exit() {
+  exiting_ = true;
+  fuse_session_exit(se_);
+  std::lock_guard lock(threads_mu_);
+  for (auto& t : threads_) pthread_kill(t.native_handle(), SIGUSR1);
+}
+
+void FuseMount::invalidate(const ns::Invalidations& inv) {
+  for (const auto& [parent, name] : inv.entries) {
+    fuse_lowlevel_notify_inval_entry(se_, parent, name.c_str(), name.size());
+  }
+  for (const ns::Ino ino : inv.inodes) fuse_lowlevel_notify_inval_inode(se_, ino, 0, 0);
+}
+
+}  // namespace whfs::fuse

@@ -1,0 +1,62 @@
+#pragma once
+// The FUSE session: mount, a pool of request threads, kernel cache invalidation, unmount.
+// fs/fuse/ is the only code that includes libfuse's headers.
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fs/common/expected.h"
+#include "fs/filesystem.h"
+
+struct fuse_session;
+
+namespace whfs::fuse {
+
+struct FuseConfig {
+  std::string mountpoint;
+  std::vector<std::string> options;  // allow_other, fsname=..., ... (always mounted read-only)
+  bool debug = false;                // libfuse's request trace
+  unsigned threads = 16;             // request threads (reads block while fetching)
+  double entry_timeout = 86400;      // content is immutable per commit; a refresh invalidates
+  double attr_timeout = 86400;
+};
+
+class FuseMount {
+ public:
+  static Expected<std::unique_ptr<FuseMount>, std::string> mount(Filesystem& fs,
+                                                                 const FuseConfig& config);
+  ~FuseMount();  // unmounts (if still mounted) and destroys the session
+  FuseMount(const FuseMount&) = delete;
+  FuseMount& operator=(const FuseMount&) = delete;
+
+  // Serves requests until exit() or an external unmount; returns when every request thread
+  // has finished its request.
+  void run();
+  // Makes run() return (async-signal-safe only in the sense of being callable from the
+  // signal-waiting thread, not from a handler).
+  void exit();
+
+  // Tells the kernel to forget entries and inodes after a refresh.
+  void invalidate(const ns::Invalidations& inv);
+
+ private:
+  FuseMount(Filesystem& fs, FuseConfig config);
+  void serve();
+
+  Filesystem& fs_;
+  FuseConfig config_;
+  fuse_session* se_ = nullptr;
+  bool mounted_ = false;
+  std::atomic<bool> exiting_{false};
+  std::mutex threads_mu_;  // guards threads_ and live_
+  std::condition_variable threads_cv_;
+  std::vector<std::thread> threads_;
+  unsigned live_ = 0;
+};
+
+}  // namespace whfs::fuse

@@ -1,0 +1,72 @@
+#include "fs/listing_source.h"
+
+#include <spdlog/spdlog.h>
+
+#include <map>
+
+namespace whfs {
+
+ns::FsError to_fs_error(const hub::HubError& e) {
+  using K = hub::HubErrorKind;
+  switch (e.kind) {
+    case K::kNotFound: return {ns::FsErrc::kNotFound, e.describe()};
+    case K::kUnauthorized:
+    case K::kForbidden: return {ns::FsErrc::kAccess, e.describe()};
+    case K::kTimeout: return {ns::FsErrc::kTimedOut, e.describe()};
+    default: return {ns::FsErrc::kIo, e.describe()};
+  }
+}
+
+CachedListingSource::CachedListingSource(hub::HubClient* hub, cache::BlockCache& cache,
+                                         std::string repo, std::chrono::seconds timeout,
+                                         std::size_t prefill_pages)
+    : hub_(hub), cache_(cache), repo_(std::move(repo)), timeout_(timeout),
+      prefill_pages_(prefill_pages) {}
+
+Expected<std::vector<RemoteEntry>, ns::FsError> CachedListingSource::list(
+    const std::string& commit, const std::string& folder) {
+  if (auto cached = cache_.get_listing(repo_, commit, folder); cached && *cached) {
+    return std::move(**cached);
+  }
+  if (hub_ == nullptr) {
+    spdlog::error("offline: the folder \"{}\" of commit {} is not in the cache", folder, commit);
+    return unexpected(ns::FsError{ns::FsErrc::kIo, "offline and not cached: " + folder});
+  }
+  const auto deadline = hub::Clock::now() + timeout_;
+  auto all = hub_->list_folder(commit, folder, true, deadline, prefill_pages_);
+  if (!all && all.error().code == "TooManyPages") {
+    // A huge subtree: list just this folder; its subfolders are listed when used.
+    auto direct = hub_->list_folder(commit, folder, false, deadline);
+    if (!direct) {
+      spdlog::error("listing \"{}\" failed: {}", folder, direct.error().describe());
+      return unexpected(to_fs_error(direct.error()));
+    }
+    if (auto r = cache_.put_listing(repo_, commit, folder, *direct); !r) {
+      spdlog::warn("cannot store the listing of \"{}\" in the cache: {}", folder, r.error().message);
+    }
+    return std::move(direct).value();
+  }
+  if (!all) {
+    if (all.error().kind != hub::HubErrorKind::kNotFound) {
+      spdlog::error("listing \"{}\" failed: {}", folder, all.error().describe());
+    }
+    return unexpected(to_fs_error(all.error()));
+  }
+  // Split the subtree into one listing per folder, and keep them all.
+  std::map<std::string, std::vector<RemoteEntry>> by_folder;
+  by_folder[folder];
+  for (const auto& e : *all) {
+    const auto slash = e.path.rfind('/');
+    by_folder[slash == std::string::npos ? "" : e.path.substr(0, slash)].push_back(e);
+    if (e.is_dir()) by_folder[e.path];
+  }
+  for (const auto& [f, entries] : by_folder) {
+    if (auto r = cache_.put_listing(repo_, commit, f, entries); !r) {
+      spdlog::warn("cannot store the listing of \"{}\" in the cache: {}", f, r.error().message);
+      break;
+    }
+  }
+  return std::move(by_folder[folder]);
+}
+
+}  // namespace whfs

@@ -1,0 +1,37 @@
+#pragma once
+// Folder listings for the namespace: from the cache when it has them (a remount, or no
+// network), else from the Hub, persisted for next time. A folder missing from the cache is
+// listed with its whole subtree in one paginated recursive call (one request per 1000
+// entries instead of one per folder), and every folder of it is stored, so an `ls -R` of a
+// fresh mount costs a handful of requests.
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+
+#include "cache/block_cache.h"
+#include "fs/hub/hub_client.h"
+#include "fs/namespace/namespace.h"
+
+namespace whfs {
+
+class CachedListingSource : public ns::ListingSource {
+ public:
+  // `hub` is null when offline.
+  CachedListingSource(hub::HubClient* hub, cache::BlockCache& cache, std::string repo,
+                      std::chrono::seconds timeout, std::size_t prefill_pages = 100);
+
+  Expected<std::vector<RemoteEntry>, ns::FsError> list(const std::string& commit,
+                                                       const std::string& folder) override;
+
+ private:
+  hub::HubClient* hub_;
+  cache::BlockCache& cache_;
+  std::string repo_;
+  std::chrono::seconds timeout_;
+  std::size_t prefill_pages_;
+};
+
+ns::FsError to_fs_error(const hub::HubError& e);
+
+}  // namespace whfs

@@ -1,0 +1,175 @@
+// wheelhousefs: parse the options, detach (unless -f), mount, serve.
+//
+// Without -f the command returns only when the mount is ready (or has failed, with one line
+// on stderr and a non-zero status): the parent waits on a pipe for the daemon's verdict. This
+// is what mount(8), /etc/fstab and scripts expect.
+
+#include <fcntl.h>
+#include <spdlog/sinks/syslog_sink.h>
+#include <spdlog/spdlog.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "fs/common/log.h"
+#include "fs/common/version.h"
+#include "fs/mount_app.h"
+#include "fs/options.h"
+
+#ifdef WHFS_HAVE_SYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
+
+namespace {
+
+void notify_systemd([[maybe_unused]] const char* state) {
+#ifdef WHFS_HAVE_SYSTEMD
+  sd_notify(0, state);
+#endif
+}
+
+// The parent's side of daemonizing: wait for "R" (ready) or "E<message>" from the child.
+int wait_for_daemon(int fd) {
+  std::string msg;
+  char buf[512];
+  ssize_t n = 0;
+  while ((n = ::read(fd, buf, sizeof buf)) > 0) msg.append(buf, static_cast<std::size_t>(n));
+  if (!msg.empty() && msg[0] == 'R') return 0;
+  if (!msg.empty() && msg[0] == 'E') {
+    std::fprintf(stderr, "wheelhousefs: %s\n", msg.c_str() + 1);
+  } else {
+    std::fprintf(stderr, "wheelhousefs: the daemon exited during startup\n");
+  }
+  return 1;
+}
+
+// Runs a program (no shell) and returns its exit status.
+int run_quietly(std::vector<std::string> argv) {
+  const pid_t pid = ::fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    ::execvp(args[0], args.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  if (::waitpid(pid, &status, 0) < 0) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+void detach_stdio() {
+  const int devnull = ::open("/dev/null", O_RDWR);
+  if (devnull < 0) return;
+  ::dup2(devnull, STDIN_FILENO);
+  ::dup2(devnull, STDOUT_FILENO);
+  ::dup2(devnull, STDERR_FILENO);
+  if (devnull > STDERR_FILENO) ::close(devnull);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  auto parsed = whfs::parse_mount_args(args, [](const char* n) { return std::getenv(n); });
+  if (!parsed) {
+    std::fprintf(stderr, "wheelhousefs: %s\n", parsed.error().c_str());
+    return 2;
+  }
+  whfs::MountOptions opts = std::move(parsed).value();
+  if (opts.show_help) {
+    std::fputs(whfs::mount_usage("wheelhousefs").c_str(), stdout);
+    return 0;
+  }
+  if (opts.show_version) {
+    std::printf("wheelhousefs %s\n", whfs::kVersion);
+    return 0;
+  }
+  if (opts.cache_dir.empty()) {
+    opts.cache_dir = whfs::default_cache_dir([](const char* n) { return std::getenv(n); },
+                                             ::geteuid() == 0);
+  }
+  struct stat st{};
+  struct statfs sfs{};
+  // statfs always reaches the filesystem (stat of a mount's root may come from the kernel's
+  // attribute cache), so it tells a dead mount apart.
+  if (::statfs(opts.mountpoint.c_str(), &sfs) != 0 && errno == ENOTCONN) {
+    // A daemon that crashed left its mount behind ("Transport endpoint is not connected"):
+    // detach it so that a restart (e.g. systemd's Restart=on-failure) can mount again.
+    std::fprintf(stderr, "wheelhousefs: %s is a dead mount of a crashed daemon; detaching it\n",
+                 opts.mountpoint.c_str());
+    if (::umount2(opts.mountpoint.c_str(), MNT_DETACH) != 0 &&
+        run_quietly({"fusermount3", "-u", "-z", opts.mountpoint}) != 0) {
+      std::fprintf(stderr, "wheelhousefs: cannot detach the dead mount on %s\n",
+                   opts.mountpoint.c_str());
+    }
+  }
+  if (::stat(opts.mountpoint.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    std::fprintf(stderr, "wheelhousefs: mount point %s is not a folder\n", opts.mountpoint.c_str());
+    return 2;
+  }
+  char* real = ::realpath(opts.mountpoint.c_str(), nullptr);
+  if (real != nullptr) {
+    opts.mountpoint = real;
+    std::free(real);
+  }
+  whfs::setup_logging(opts.log_level);
+
+  int ready_fd = -1;
+  if (!opts.foreground) {
+    int fds[2];
+    if (::pipe(fds) != 0) {
+      std::perror("wheelhousefs: pipe");
+      return 1;
+    }
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      std::perror("wheelhousefs: fork");
+      return 1;
+    }
+    if (pid > 0) {
+      ::close(fds[1]);
+      return wait_for_daemon(fds[0]);
+    }
+    ::close(fds[0]);
+    ::setsid();
+    if (::chdir("/") != 0) return 1;
+    ready_fd = fds[1];
+  }
+
+  whfs::StartupHooks hooks;
+  hooks.ready = [&] {
+    notify_systemd("READY=1");
+    if (ready_fd >= 0) {
+      // From now on the daemon logs to syslog (the journal), not to the terminal.
+      auto sys = spdlog::syslog_logger_mt("wheelhousefs-syslog", "wheelhousefs", LOG_PID, LOG_DAEMON);
+      sys->set_level(spdlog::default_logger()->level());
+      spdlog::set_default_logger(sys);
+      (void)!::write(ready_fd, "R", 1);
+      ::close(ready_fd);
+      ready_fd = -1;
+      detach_stdio();
+    }
+  };
+  hooks.failed = [&](const std::string& why) {
+    // One line for the user: the parent prints it when detached, else the log does.
+    if (ready_fd < 0) spdlog::error("{}", why);
+    notify_systemd(("STATUS=" + why).c_str());
+    if (ready_fd >= 0) {
+      const std::string msg = "E" + why;
+      (void)!::write(ready_fd, msg.data(), msg.size());
+      ::close(ready_fd);
+      ready_fd = -1;
+    }
+  };
+  return whfs::run_mount(opts, hooks);
+}

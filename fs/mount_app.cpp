@@ -1,0 +1,413 @@
+#include "fs/mount_app.h"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <ctime>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "cache/block_cache.h"
+#include "fs/common/version.h"
+#include "fs/filesystem.h"
+#include "fs/fuse/fuse_mount.h"
+#include "fs/hub/hub_client.h"
+#include "fs/listing_source.h"
+#include "fs/namespace/current_view.h"
+#include "fs/namespace/namespace.h"
+#include "fs/target/target.h"
+#include "fs/reader/reader.h"
+
+namespace whfs {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::int64_t parse_iso8601(const std::string& s) {
+  std::tm tm{};
+  if (s.size() < 19 || strptime(s.substr(0, 19).c_str(), "%Y-%m-%dT%H:%M:%S", &tm) == nullptr) {
+    return 0;
+  }
+  return timegm(&tm);
+}
+
+bool network_failure(const hub::HubError& e) {
+  using K = hub::HubErrorKind;
+  return e.kind == K::kUnavailable || e.kind == K::kTimeout || e.kind == K::kRateLimited;
+}
+
+class MountApp {
+ public:
+  MountApp(const MountOptions& o, const StartupHooks& hooks) : o_(o), hooks_(hooks) {}
+
+  int run() {
+    if (auto r = start(); !r) {
+      hooks_.failed(r.error());
+      return 1;
+    }
+    mounted_at_ = std::time(nullptr);
+    spdlog::info("mounted {}@{} (commit {}{}) on {}; current/ matches {}", repo_.id, o_.revision,
+                 names_->commit(), offline_note_, o_.mountpoint, current_->summary());
+    hooks_.ready();
+    std::thread signals([this] { wait_for_signals(); });
+    std::thread refresher([this] { refresh_loop(); });
+    fuse_->run();  // until SIGTERM/SIGINT or an external unmount
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    refresher.join();
+    signals.join();
+    if (hub_) hub_->cancel();
+    reader_->shutdown();
+    fuse_.reset();  // unmounts
+    if (auto r = cache_->flush(); !r) spdlog::warn("cache flush at exit: {}", r.error().message);
+    spdlog::info("unmounted {}", o_.mountpoint);
+    return 0;
+  }
+
+ private:
+  Expected<void, std::string> start() {
+    // Signals go to the threads that wait for them, never to worker threads.
+    sigset_t set;
+    sigemptyset(&set);
+    for (int s : {SIGTERM, SIGINT, SIGHUP, SIGUSR1}) sigaddset(&set, s);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    ::signal(SIGPIPE, SIG_IGN);
+
+    if (auto v = target::validate_overrides(o_.target); !v) return unexpected(v.error());
+    // Detect the target first, before any thread exists (the GPU probe forks).
+    detect_options_ = target::default_detect_options([](const char* n) { return std::getenv(n); });
+    target::Target detected = target::detect_target(o_.target, detect_options_);
+    last_target_json_ = target::to_json(detected).dump();
+
+    auto repo = hub::parse_repo_ref(o_.repo);
+    if (!repo) return unexpected(repo.error());
+    repo_ = *repo;
+    endpoint_ = hub::resolve_endpoint(o_.endpoint);
+
+    cache::Options co;
+    co.dir = o_.cache_dir;
+    co.cap_bytes = o_.cache_size;
+    auto cache = cache::BlockCache::open(co);
+    if (!cache) return unexpected("cache " + o_.cache_dir + ": " + cache.error().message);
+    cache_ = std::move(cache).value();
+
+    if (!o_.offline) {
+      hub::HubClientConfig hc;
+      hc.endpoint = endpoint_;
+      hc.repo = repo_;
+      hc.token_file = o_.token_file;
+      hc.proxy = o_.proxy;
+      hc.http.max_handles = o_.connections + 8;
+      hub_ = hub::make_hub_client(hc);
+    }
+    if (auto r = resolve_at_mount(); !r) return r;
+
+    listings_ = std::make_unique<CachedListingSource>(hub_.get(), *cache_, repo_.id, 60s);
+    current_ = std::make_unique<ns::CurrentView>(*listings_);
+    current_->set_target(std::move(detected));
+    names_ = std::make_unique<ns::Namespace>(*listings_, commit_, mtime_);
+    names_->set_synthetic_root(current_.get());
+    reader::ReaderConfig rc;
+    rc.fetcher.workers = o_.connections;
+    rc.fetcher.max_request = std::max<std::uint64_t>(1 << 20, o_.readahead / o_.connections);
+    rc.readahead.max_window = std::max<std::uint64_t>(1 << 20, o_.readahead / 2);
+    reader_ = std::make_unique<reader::Reader>(*cache_, hub_ ? *hub_ : null_hub(), rc);
+    fs_ = std::make_unique<Filesystem>(*names_, *reader_,
+                                       FilesystemConfig{o_.read_timeout, repo_.id, o_.revision,
+                                                        o_.cache_size});
+    fs_->set_status_provider([this] { return status_json(); });
+
+    // List the root now: a repository that cannot be listed fails the mount, not the first ls.
+    if (auto root = names_->readdir(ns::kRootIno, false); !root) {
+      return unexpected("cannot list " + repo_.id + " at commit " + commit_ + ": " +
+                        root.error().message);
+    }
+    fuse::FuseConfig fc;
+    fc.mountpoint = o_.mountpoint;
+    fc.options = o_.fuse_options;
+    bool has_fsname = false;
+    for (const auto& f : fc.options) has_fsname = has_fsname || f.starts_with("fsname=");
+    if (!has_fsname) fc.options.push_back("fsname=" + repo_.id);
+    fc.options.push_back("subtype=wheelhousefs");
+    fc.debug = o_.debug;
+    fc.threads = std::max(16u, o_.connections);
+    auto m = fuse::FuseMount::mount(*fs_, fc);
+    if (!m) return unexpected(m.error());
+    fuse_ = std::move(m).value();
+    return {};
+  }
+
+  // The commit to mount: the Hub's answer, or the last one the cache knows when the Hub is
+  // out of reach (or offline was asked for).
+  Expected<void, std::string> resolve_at_mount() {
+    auto known = cache_->get_revision(endpoint_, repo_.id, o_.revision);
+    std::optional<cache::RevisionRecord> last;
+    if (known && *known) last = **known;
+    if (hub_) {
+      // With a cached commit to fall back on, do not keep the user waiting for a slow Hub.
+      const auto deadline = hub::Clock::now() + (last ? 3s : 8s);
+      auto rev = hub_->resolve_revision(o_.revision, deadline);
+      if (rev) {
+        commit_ = rev->commit;
+        mtime_ = parse_iso8601(rev->last_modified);
+        if (mtime_ == 0) mtime_ = std::time(nullptr);
+        if (auto r = cache_->put_revision(endpoint_, repo_.id, o_.revision, commit_,
+                                          std::chrono::system_clock::now());
+            !r) {
+          spdlog::warn("cannot record the revision in the cache: {}", r.error().message);
+        }
+        return {};
+      }
+      if (!network_failure(rev.error())) {
+        return unexpected("cannot resolve " + repo_.id + "@" + o_.revision + " at " + endpoint_ +
+                          ": " + rev.error().describe());
+      }
+      if (!last) {
+        return unexpected("cannot reach the Hub at " + endpoint_ + " (" + rev.error().describe() +
+                          ") and the cache in " + o_.cache_dir + " has no copy of " + repo_.id +
+                          "@" + o_.revision);
+      }
+      spdlog::warn("the Hub is unreachable ({}); serving the last known commit {} of {}@{} "
+                   "from the cache (offline fallback)",
+                   rev.error().describe(), last->commit, repo_.id, o_.revision);
+      offline_note_ = ", offline fallback";
+    } else {
+      if (!last) {
+        return unexpected("offline, and the cache in " + o_.cache_dir + " has no copy of " +
+                          repo_.id + "@" + o_.revision);
+      }
+      offline_note_ = ", offline";
+    }
+    commit_ = last->commit;
+    mtime_ = std::chrono::system_clock::to_time_t(last->resolved_at);
+    return {};
+  }
+
+  void wait_for_signals() {
+    sigset_t set;
+    sigemptyset(&set);
+    for (int s : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&set, s);
+    const timespec tick{0, 200 * 1000 * 1000};
+    while (true) {
+      {
+        std::lock_guard lock(mu_);
+        if (stopping_) return;
+      }
+      const int sig = sigtimedwait(&set, nullptr, &tick);
+      if (sig == SIGHUP) {
+        spdlog::info("SIGHUP: looking for a new commit");
+        std::lock_guard lock(mu_);
+        refresh_requested_ = true;
+        cv_.notify_all();
+      } else if (sig == SIGTERM || sig == SIGINT) {
+        spdlog::info("{}: unmounting", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+        if (hub_) hub_->cancel();
+        fuse_->exit();
+        return;
+      }
+    }
+  }
+
+  void refresh_loop() {
+    auto next_refresh = std::chrono::steady_clock::now() + o_.refresh;
+    auto next_maintenance = std::chrono::steady_clock::now() + 60s;
+    std::unique_lock lock(mu_);
+    while (!stopping_) {
+      auto wake = next_maintenance;
+      if (o_.refresh.count() > 0) wake = std::min(wake, next_refresh);
+      cv_.wait_until(lock, wake, [&] { return stopping_ || refresh_requested_; });
+      if (stopping_) return;
+      const auto now = std::chrono::steady_clock::now();
+      const bool due = o_.refresh.count() > 0 && now >= next_refresh;
+      if (refresh_requested_ || due) {
+        refresh_requested_ = false;
+        next_refresh = now + o_.refresh;
+        lock.unlock();
+        refresh();
+        lock.lock();
+      }
+      if (now >= next_maintenance) {
+        next_maintenance = now + 60s;
+        lock.unlock();
+        // Keep the leases of open files alive and bound what a power loss could cost.
+        if (auto r = cache_->refresh_pins(); !r) spdlog::warn("cache leases: {}", r.error().message);
+        if (auto r = cache_->flush(); !r) spdlog::warn("cache flush: {}", r.error().message);
+        lock.lock();
+      }
+    }
+  }
+
+  // SIGHUP and the refresh= timer: the target again (a GPU or torch may have changed), then
+  // the revision.
+  void refresh() {
+    target::Target detected = target::detect_target(o_.target, detect_options_);
+    const std::string target_json = target::to_json(detected).dump();
+    bool target_changed = false;
+    {
+      std::lock_guard lock(target_mu_);
+      target_changed = target_json != last_target_json_;
+    }
+    if (target_changed) {
+      {
+        std::lock_guard lock(target_mu_);
+        last_target_json_ = target_json;
+      }
+      current_->set_target(std::move(detected));
+      spdlog::info("refresh: the target is now {}", current_->summary());
+    }
+    std::string commit = names_->commit();
+    std::int64_t mtime = names_->mtime();
+    if (hub_) {
+      auto rev = hub_->resolve_revision(o_.revision, hub::Clock::now() + 30s);
+      if (!rev) {
+        spdlog::warn("refresh of {}@{} failed: {}", repo_.id, o_.revision, rev.error().describe());
+      } else if (rev->commit != commit) {
+        commit = rev->commit;
+        mtime = parse_iso8601(rev->last_modified);
+        if (mtime == 0) mtime = std::time(nullptr);
+      }
+    }
+    const std::string old = names_->commit();
+    if (commit == old && !target_changed) {
+      spdlog::info("refresh: {}@{} is still at {}", repo_.id, o_.revision, old);
+      return;
+    }
+    auto inv = names_->switch_to(commit, mtime, target_changed);
+    if (!inv) {
+      spdlog::warn("refresh to {} failed: {}", commit, inv.error().message);
+      return;
+    }
+    fuse_->invalidate(*inv);
+    refreshes_++;
+    if (commit == old) {
+      spdlog::info("refresh: current/ rebuilt for the new target ({} entries and {} inodes "
+                   "invalidated)", inv->entries.size(), inv->inodes.size());
+      return;
+    }
+    if (auto r = cache_->put_revision(endpoint_, repo_.id, o_.revision, commit,
+                                      std::chrono::system_clock::now());
+        !r) {
+      spdlog::warn("cannot record the revision in the cache: {}", r.error().message);
+    }
+    spdlog::info("refresh: {}@{} moved from {} to {} ({} entries and {} inodes invalidated)",
+                 repo_.id, o_.revision, old, commit, inv->entries.size(), inv->inodes.size());
+  }
+
+  std::string status_json() {
+    nlohmann::json j;
+    j["version"] = kVersion;
+    j["repo"] = repo_.id;
+    j["revision"] = o_.revision;
+    j["commit"] = names_->commit();
+    j["endpoint"] = endpoint_;
+    j["offline"] = hub_ == nullptr;
+    j["offline_fallback"] = !offline_note_.empty();
+    j["mountpoint"] = o_.mountpoint;
+    j["mounted_at"] = mounted_at_;
+    j["pid"] = ::getpid();
+    j["refreshes"] = refreshes_.load();
+    j["inodes"] = names_->inode_count();
+    {
+      std::lock_guard lock(target_mu_);
+      j["target"] = {{"summary", current_->summary()},
+                     {"detail", nlohmann::json::parse(last_target_json_, nullptr, false)}};
+    }
+    if (hub_) {
+      const auto& h = hub_->stats();
+      j["hub"] = {{"requests", h.requests.load()}, {"retries", h.retries.load()},
+                  {"errors", h.errors.load()}, {"bytes", h.bytes.load()},
+                  {"redirects", h.redirects.load()}, {"url_reuses", h.url_reuses.load()}};
+    }
+    const auto f = reader_->stats();
+    j["fetch"] = {{"requests", f.requests}, {"bytes", f.bytes}, {"demand", f.demand_requests},
+                  {"prefetch", f.prefetch_requests}, {"joined", f.waits_joined},
+                  {"errors", f.errors}, {"corrupt", f.corrupt}, {"uncached", f.uncached}};
+    if (auto s = cache_->stats(); s) {
+      j["cache"] = {{"dir", o_.cache_dir}, {"cap_bytes", s->cap_bytes},
+                    {"used_bytes", s->usage.footprint_bytes}, {"payload_bytes", s->usage.payload_bytes}, {"contents", s->usage.contents},
+                    {"blocks", s->usage.blocks}, {"hits", s->counters.hits},
+                    {"misses", s->counters.misses}, {"evictions", s->counters.evictions},
+                    {"corrupt_blocks", s->counters.corrupt_blocks}};
+    }
+    return j.dump();
+  }
+
+  static hub::HubClient& null_hub();
+
+  const MountOptions& o_;
+  const StartupHooks& hooks_;
+  hub::RepoRef repo_;
+  std::string endpoint_;
+  std::string commit_;
+  std::int64_t mtime_ = 0;
+  std::string offline_note_;
+  std::int64_t mounted_at_ = 0;
+  std::atomic<std::uint64_t> refreshes_{0};
+  target::DetectOptions detect_options_;
+  std::mutex target_mu_;  // guards last_target_json_ (status readers, the refresh thread)
+  std::string last_target_json_;
+
+  // Declared in construction order; destroyed in reverse (the FUSE mount first).
+  std::unique_ptr<cache::BlockCache> cache_;
+  std::unique_ptr<hub::HubClient> hub_;
+  std::unique_ptr<CachedListingSource> listings_;
+  std::unique_ptr<ns::CurrentView> current_;
+  std::unique_ptr<ns::Namespace> names_;
+  std::unique_ptr<reader::Reader> reader_;
+  std::unique_ptr<Filesystem> fs_;
+  std::unique_ptr<fuse::FuseMount> fuse_;
+
+  std::mutex mu_;  // guards stopping_ and refresh_requested_
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  bool refresh_requested_ = false;
+};
+
+// Offline mounts have no Hub: a client whose every call fails, so a read of something the
+// cache does not hold is an error instead of a request.
+class OfflineHub final : public hub::HubClient {
+ public:
+  Expected<hub::Revision, hub::HubError> resolve_revision(std::string_view, hub::Deadline) override {
+    return unexpected(offline());
+  }
+  Expected<std::vector<RemoteEntry>, hub::HubError> list_folder(std::string_view, std::string_view,
+                                                                bool, hub::Deadline,
+                                                                std::size_t) override {
+    return unexpected(offline());
+  }
+  Expected<void, hub::HubError> read_range(const hub::FileRef&, std::uint64_t,
+                                           std::span<std::byte>, hub::Deadline) override {
+    return unexpected(offline());
+  }
+  const hub::HubStats& stats() const override { return stats_; }
+  void cancel() override {}
+
+ private:
+  static hub::HubError offline() {
+    return hub::HubError{hub::HubErrorKind::kUnavailable, "offline: not in the cache", 0, "", ""};
+  }
+  hub::HubStats stats_;
+};
+
+hub::HubClient& MountApp::null_hub() {
+  static OfflineHub offline;
+  return offline;
+}
+
+}  // namespace
+
+int run_mount(const MountOptions& options, const StartupHooks& hooks) {
+  MountApp app(options, hooks);
+  return app.run();
+}
+
+}  // namespace whfs

@@ -1,0 +1,51 @@
+#pragma once
+// The mount's configuration: parsed and validated once from the command line (also in the
+// mount.fuse3 calling convention used by mount(8) and /etc/fstab), then passed by const
+// reference. No globals.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fs/common/expected.h"
+#include "fs/target/overrides.h"
+
+namespace whfs {
+
+struct MountOptions {
+  std::string repo = "DoctorPopi/python_wheelhouse";
+  std::string mountpoint;
+  bool foreground = false;  // -f
+  bool debug = false;       // -d: foreground, debug logs, libfuse's request trace
+  std::string revision = "main";
+  std::string endpoint;  // empty: HF_ENDPOINT, else https://huggingface.co
+  std::string token_file;
+  std::string cache_dir;
+  std::uint64_t cache_size = 20ull << 30;
+  bool offline = false;                  // offline option or HF_HUB_OFFLINE: no requests at all
+  std::chrono::seconds refresh{0};       // 0: only on SIGHUP
+  std::string proxy;
+  std::string log_level = "info";
+  std::chrono::seconds read_timeout{60};  // a read past this fails with EIO
+  std::uint64_t readahead = 64ull << 20;  // bytes in flight for readahead and prefetch
+  unsigned connections = 16;              // parallel ranged GETs
+  TargetOverrides target;
+  std::vector<std::string> fuse_options;  // passed to libfuse (allow_other, ...)
+  bool show_help = false;
+  bool show_version = false;
+};
+
+// args excludes argv[0]. Bad input gives one clear line, e.g. "unknown option 'cache_sise'".
+Expected<MountOptions, std::string> parse_mount_args(const std::vector<std::string>& args,
+                                                     const GetEnv& getenv);
+
+// $CACHE_DIRECTORY (systemd CacheDirectory=), /var/cache/wheelhouse-fs for root, else
+// ${XDG_CACHE_HOME:-~/.cache}/wheelhouse-fs.
+std::string default_cache_dir(const GetEnv& getenv, bool is_root);
+
+std::string mount_usage(const std::string& program);
+
+}  // namespace whfs

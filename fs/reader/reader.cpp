@@ -1,0 +1,106 @@
+#include "fs/reader/reader.h"
+
+#include <spdlog/spdlog.h>
+
+#include <vector>
+
+namespace whfs::reader {
+
+Reader::Reader(cache::BlockStore& store, hub::HubClient& hub, ReaderConfig config)
+    : store_(store), hub_(hub), config_(config), fetcher_(store, hub, config.fetcher) {}
+
+std::unique_ptr<OpenFile> Reader::open(const FileContent& content, bool is_wheel) {
+  auto f = std::make_unique<OpenFile>(content, Readahead(config_.readahead, content.size, is_wheel));
+  if (auto r = store_.pin(content.id); r) {
+    f->pinned_ = true;
+  } else {
+    spdlog::warn("{}: cannot pin its cache entry ({}); it may be evicted while open",
+                 content.path, r.error().message);
+  }
+  return f;
+}
+
+void Reader::release(OpenFile& file) {
+  if (file.pinned_) store_.unpin(file.content_.id);
+  file.pinned_ = false;
+}
+
+Expected<void, ReadError> Reader::read(OpenFile& file, std::uint64_t offset, std::size_t size,
+                                       Deadline deadline, ReplyFn reply) {
+  const FileContent& c = file.content_;
+  if (offset >= c.size || size == 0) {
+    reply(std::span<const iovec>());
+    return {};
+  }
+  size = static_cast<std::size_t>(std::min<std::uint64_t>(size, c.size - offset));
+  if (fetcher_.quarantined(c.id)) {
+    return unexpected(ReadError{ReadError::Kind::kCorrupt,
+                                c.path + ": its download did not match its hash"});
+  }
+  const std::uint32_t bs = store_.block_size();
+  {
+    std::lock_guard lock(file.mu_);
+    if (auto pf = file.ra_.on_read(offset, size)) {
+      fetcher_.prefetch(c, blocks_for(pf->offset, pf->length, c.size, bs));
+    }
+  }
+  const BlockRange range = blocks_for(offset, size, c.size, bs);
+  const std::uint64_t end = offset + size;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    std::vector<iovec> iov;
+    iov.reserve(range.count);
+    bool replied = false;
+    auto on_block = [&](std::uint32_t index, std::span<const std::byte> bytes) {
+      const std::uint64_t block_start = static_cast<std::uint64_t>(index) * bs;
+      const std::uint64_t from = std::max(offset, block_start) - block_start;
+      const std::uint64_t to = std::min<std::uint64_t>(end, block_start + bytes.size()) - block_start;
+      if (to <= from || iov.size() != index - range.first) return;  // a gap: not servable now
+      iov.push_back(iovec{const_cast<std::byte*>(bytes.data() + from), to - from});
+      if (iov.size() == range.count) {
+        reply(iov);  // inside the cache's read transaction: the bytes are still mapped
+        replied = true;
+      }
+    };
+    auto missing = store_.read_blocks(c.id, c.size, range.first, range.count, on_block,
+                                      cache::BlockStore::ReadMode::kServable);
+    if (replied) return {};
+    if (!missing) {
+      spdlog::warn("{}: cache read failed ({}); reading from the Hub", c.path,
+                   missing.error().message);
+      break;
+    }
+    if (missing->empty()) continue;  // present but not servable yet (being verified)
+    if (auto r = fetcher_.fetch(c, *missing, deadline); !r) {
+      // A download this read joined may have ended with an earlier reader's deadline: try
+      // again while this read still has time.
+      if (r.error().kind == ReadError::Kind::kTimedOut && Clock::now() < deadline) continue;
+      return r;
+    }
+    if (fetcher_.quarantined(c.id)) {
+      return unexpected(ReadError{ReadError::Kind::kCorrupt,
+                                  c.path + ": its download did not match its hash"});
+    }
+  }
+  if (Clock::now() >= deadline) {
+    return unexpected(ReadError{ReadError::Kind::kTimedOut, c.path + ": no data before the read deadline"});
+  }
+  // The cache could not keep the blocks (full of open files, or failing): read directly.
+  return read_direct(c, offset, size, deadline, reply);
+}
+
+Expected<void, ReadError> Reader::read_direct(const FileContent& c, std::uint64_t offset,
+                                              std::size_t size, Deadline deadline,
+                                              ReplyFn reply) {
+  std::vector<std::byte> buf(size);
+  auto r = hub_.read_range(hub::FileRef{c.commit, c.path, c.size}, offset, buf, deadline);
+  if (!r) {
+    const auto kind = r.error().kind == hub::HubErrorKind::kTimeout ? ReadError::Kind::kTimedOut
+                                                                     : ReadError::Kind::kIo;
+    return unexpected(ReadError{kind, r.error().describe()});
+  }
+  const iovec one{buf.data(), buf.size()};
+  reply(std::span<const iovec>(&one, 1));
+  return {};
+}
+
+}  // namespace whfs::reader

@@ -1,0 +1,236 @@
+#include "fs/namespace/namespace.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+namespace whfs::ns {
+namespace {
+
+std::string hex(char c, std::size_t n) { return std::string(n, c); }
+
+RemoteEntry dir(const std::string& path, char oid) {
+  RemoteEntry e;
+  e.path = path;
+  e.type = RemoteEntry::Type::kDirectory;
+  e.oid = hex(oid, 40);
+  return e;
+}
+
+RemoteEntry file(const std::string& path, char sha, std::uint64_t size = 10) {
+  RemoteEntry e;
+  e.path = path;
+  e.size = size;
+  e.oid = hex('0', 40);
+  e.lfs_sha256 = hex(sha, 64);
+  return e;
+}
+
+// Listings per commit and folder, counting the calls.
+class FakeSource : public ListingSource {
+ public:
+  Expected<std::vector<RemoteEntry>, FsError> list(const std::string& commit,
+                                                   const std::string& folder) override {
+    calls++;
+    std::lock_guard lock(mu);
+    last_folders.push_back(commit + ":" + folder);
+    if (fail) return unexpected(FsError{FsErrc::kIo, "listing failed"});
+    const auto c = trees.find(commit);
+    if (c == trees.end()) return unexpected(FsError{FsErrc::kNotFound, commit});
+    const auto f = c->second.find(folder);
+    if (f == c->second.end()) return unexpected(FsError{FsErrc::kNotFound, folder});
+    return f->second;
+  }
+  std::map<std::string, std::map<std::string, std::vector<RemoteEntry>>> trees;
+  std::atomic<int> calls{0};
+  std::atomic<bool> fail{false};
+  std::mutex mu;
+  std::vector<std::string> last_folders;
+};
+
+class NamespaceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto& c1 = src.trees["c1"];
+    c1[""] = {dir("pkg", 'a'), dir("other", 'b'), file("README.md", '1')};
+    c1["pkg"] = {dir("pkg/sm89", 'c'), file("pkg/a.whl", '2')};
+    c1["pkg/sm89"] = {file("pkg/sm89/x.whl", '3'), file("pkg/sm89/y.whl", '4')};
+    c1["other"] = {file("other/o.whl", '5')};
+  }
+  FakeSource src;
+};
+
+TEST_F(NamespaceTest, ListsLazilyOneFolderAtATime) {
+  Namespace ns(src, "c1", 1000);
+  auto pkg = ns.lookup(kRootIno, "pkg");
+  ASSERT_TRUE(pkg);
+  EXPECT_TRUE(pkg->dir);
+  EXPECT_EQ(src.calls, 1);  // only the root so far
+  auto entries = ns.readdir(pkg->ino, false);
+  ASSERT_TRUE(entries);
+  ASSERT_EQ(entries->size(), 2u);
+  EXPECT_EQ((*entries)[0].name, "a.whl");
+  EXPECT_EQ((*entries)[0].attr.size, 10u);
+  EXPECT_EQ((*entries)[0].attr.mtime, 1000);
+  EXPECT_EQ((*entries)[1].name, "sm89");
+  EXPECT_EQ(src.calls, 2);
+  ASSERT_TRUE(ns.readdir(pkg->ino, false));
+  EXPECT_EQ(src.calls, 2);  // listed once
+}
+
+TEST_F(NamespaceTest, ErrorsAreTyped) {
+  Namespace ns(src, "c1", 0);
+  auto missing = ns.lookup(kRootIno, "nope");
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().code, FsErrc::kNotFound);
+  auto readme = ns.lookup(kRootIno, "README.md");
+  ASSERT_TRUE(readme);
+  auto under_file = ns.lookup(readme->ino, "x");
+  ASSERT_FALSE(under_file);
+  EXPECT_EQ(under_file.error().code, FsErrc::kNotDir);
+  EXPECT_EQ(ns.readdir(readme->ino, false).error().code, FsErrc::kNotDir);
+  EXPECT_EQ(ns.getattr(987654).error().code, FsErrc::kNotFound);
+}
+
+TEST_F(NamespaceTest, AFailedListingIsRetriedLater) {
+  Namespace ns(src, "c1", 0);
+  src.fail = true;
+  auto r = ns.lookup(kRootIno, "pkg");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, FsErrc::kIo);
+  src.fail = false;
+  EXPECT_TRUE(ns.lookup(kRootIno, "pkg"));
+}
+
+TEST_F(NamespaceTest, ConcurrentLookupsListAFolderOnce) {
+  Namespace ns(src, "c1", 0);
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&] {
+      if (ns.lookup(kRootIno, "README.md")) ++ok;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok, 8);
+  EXPECT_EQ(src.calls, 1);
+}
+
+TEST_F(NamespaceTest, SwitchKeepsUnchangedInodesAndInvalidatesChangedOnes) {
+  Namespace ns(src, "c1", 0);
+  const Ino pkg = ns.lookup(kRootIno, "pkg")->ino;
+  const Ino a = ns.lookup(pkg, "a.whl")->ino;
+  const Ino sm89 = ns.lookup(pkg, "sm89")->ino;
+  const Ino x = ns.lookup(sm89, "x.whl")->ino;
+  const Ino y = ns.lookup(sm89, "y.whl")->ino;
+  const Ino readme = ns.lookup(kRootIno, "README.md")->ino;
+  const Ino other = ns.lookup(kRootIno, "other")->ino;
+  ASSERT_TRUE(ns.readdir(other, false));
+
+  // c2: pkg/sm89/x.whl changed, y.whl removed, z.whl added; other/ unchanged (same tree id).
+  auto& c2 = src.trees["c2"];
+  c2[""] = {dir("pkg", 'A'), dir("other", 'b'), file("README.md", '1')};
+  c2["pkg"] = {dir("pkg/sm89", 'C'), file("pkg/a.whl", '2')};
+  c2["pkg/sm89"] = {file("pkg/sm89/x.whl", '9'), file("pkg/sm89/z.whl", '8')};
+  src.last_folders.clear();
+  auto inv = ns.switch_to("c2", 2000);
+  ASSERT_TRUE(inv);
+  EXPECT_EQ(ns.commit(), "c2");
+  // Only the folders that were listed and changed were listed again; other/ was carried over.
+  EXPECT_EQ(src.last_folders, (std::vector<std::string>{"c2:", "c2:pkg", "c2:pkg/sm89"}));
+
+  EXPECT_EQ(ns.lookup(kRootIno, "README.md")->ino, readme);
+  EXPECT_EQ(ns.lookup(kRootIno, "pkg")->ino, pkg);
+  EXPECT_EQ(ns.lookup(pkg, "a.whl")->ino, a);
+  EXPECT_EQ(ns.lookup(pkg, "sm89")->ino, sm89);
+  const Ino x2 = ns.lookup(sm89, "x.whl")->ino;
+  EXPECT_NE(x2, x);  // new content, new inode
+  EXPECT_FALSE(ns.lookup(sm89, "y.whl"));
+  EXPECT_TRUE(ns.node(y));  // the kernel still holds the removed y.whl
+  EXPECT_TRUE(ns.lookup(sm89, "z.whl"));
+  EXPECT_EQ(ns.getattr(readme)->mtime, 2000);
+
+  auto has_entry = [&](Ino parent, const std::string& name) {
+    for (const auto& [p, n] : inv->entries) {
+      if (p == parent && n == name) return true;
+    }
+    return false;
+  };
+  auto has_inode = [&](Ino ino) {
+    return std::find(inv->inodes.begin(), inv->inodes.end(), ino) != inv->inodes.end();
+  };
+  EXPECT_TRUE(has_entry(sm89, "x.whl"));
+  EXPECT_TRUE(has_entry(sm89, "y.whl"));
+  EXPECT_FALSE(has_entry(pkg, "a.whl"));
+  EXPECT_FALSE(has_entry(kRootIno, "README.md"));
+  EXPECT_TRUE(has_inode(sm89));
+  EXPECT_TRUE(has_inode(kRootIno));
+  EXPECT_FALSE(has_inode(other));
+
+  // The old x.whl stays readable (an open file) until the kernel forgets it.
+  auto old_x = ns.node(x);
+  ASSERT_TRUE(old_x);
+  EXPECT_EQ((*old_x)->entry.lfs_sha256, hex('3', 64));
+  ns.forget(x, 1);
+  EXPECT_FALSE(ns.node(x));
+}
+
+TEST_F(NamespaceTest, SwitchToTheSameCommitIsANoOp) {
+  Namespace ns(src, "c1", 0);
+  ASSERT_TRUE(ns.lookup(kRootIno, "pkg"));
+  const int calls = src.calls;
+  auto inv = ns.switch_to("c1", 0);
+  ASSERT_TRUE(inv);
+  EXPECT_TRUE(inv->entries.empty());
+  EXPECT_EQ(src.calls, calls);
+}
+
+TEST_F(NamespaceTest, ForgetOfALiveInodeKeepsIt) {
+  Namespace ns(src, "c1", 0);
+  const Ino readme = ns.lookup(kRootIno, "README.md")->ino;
+  ns.forget(readme, 5);
+  EXPECT_TRUE(ns.getattr(readme));  // still in the current tree
+  ns.forget(kRootIno, 100);
+  EXPECT_TRUE(ns.getattr(kRootIno));
+}
+
+// A synthetic folder at the root, filled on first listing.
+class FakeSynthetic : public SyntheticRoot {
+ public:
+  std::vector<std::shared_ptr<Node>> root_entries(const std::string& commit) override {
+    auto d = std::make_shared<Node>();
+    d->kind = NodeKind::kSyntheticDir;
+    d->name = "current";
+    d->identity = "current";
+    d->generate = [commit]() -> Expected<std::vector<std::shared_ptr<Node>>, FsError> {
+      auto f = std::make_shared<Node>();
+      f->kind = NodeKind::kSyntheticFile;
+      f->name = ".target";
+      f->bytes = std::make_shared<const std::string>("{\"commit\":\"" + commit + "\"}");
+      f->identity = "current/.target:" + *f->bytes;
+      return std::vector<std::shared_ptr<Node>>{f};
+    };
+    return {d};
+  }
+};
+
+TEST_F(NamespaceTest, SyntheticFoldersAreRebuiltOnSwitch) {
+  FakeSynthetic synth;
+  Namespace ns(src, "c1", 0);
+  ns.set_synthetic_root(&synth);
+  const Ino cur = ns.lookup(kRootIno, "current")->ino;
+  auto t1 = ns.lookup(cur, ".target");
+  ASSERT_TRUE(t1);
+  EXPECT_EQ(*(*ns.node(t1->ino))->bytes, "{\"commit\":\"c1\"}");
+  src.trees["c2"] = src.trees["c1"];
+  src.trees["c2"][""][0] = dir("pkg", 'Z');
+  ASSERT_TRUE(ns.switch_to("c2", 0));
+  EXPECT_EQ(ns.lookup(kRootIno, "current")->ino, cur);
+  auto t2 = ns.lookup(cur, ".target");
+  ASSERT_TRUE(t2);
+  EXPECT_EQ(*(*ns.node(t2->ino))->bytes, "{\"commit\":\"c2\"}");
+}
+
+}  // namespace
+}  // namespace whfs::ns

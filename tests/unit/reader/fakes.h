@@ -1,0 +1,178 @@
+#pragma once
+// Test doubles for the read path: an in-memory BlockStore and a HubClient serving one
+// content, both counting what they are asked and able to misbehave on request.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "cache/block_store.h"
+#include "fs/common/hash.h"
+#include "fs/hub/hub_client.h"
+
+namespace whfs::reader::testing {
+
+class MemoryStore : public cache::BlockStore {
+ public:
+  explicit MemoryStore(std::uint32_t block) : block_(block) {}
+  std::uint32_t block_size() const override { return block_; }
+
+  cache::Result<std::vector<std::uint32_t>> read_blocks(const cache::ContentId& id,
+                                                        std::uint64_t size, std::uint32_t first,
+                                                        std::uint32_t count, BlockFn fn,
+                                                        ReadMode mode) override {
+    std::lock_guard lock(mu_);
+    std::vector<std::uint32_t> missing;
+    Content& c = contents_.count(id.to_string()) != 0 ? contents_[id.to_string()] : empty_;
+    const bool hidden = mode == ReadMode::kServable && c.complete(size, block_) && !c.verified;
+    for (std::uint32_t b = first; b < first + count; ++b) {
+      auto it = c.blocks.find(b);
+      if (it == c.blocks.end() || hidden) {
+        missing.push_back(b);
+        continue;
+      }
+      fn(b, std::as_bytes(std::span(it->second)));
+    }
+    return missing;
+  }
+
+  cache::Result<cache::ContentState> put_blocks(const cache::ContentId& id, std::uint64_t size,
+                                                std::uint32_t first,
+                                                std::span<const std::byte> data) override {
+    std::lock_guard lock(mu_);
+    puts++;
+    if (full) return cache::cache_error(cache::CacheError::Kind::kFull, "full");
+    auto& c = contents_[id.to_string()];
+    for (std::size_t off = 0; off < data.size(); off += block_) {
+      const auto n = std::min<std::size_t>(block_, data.size() - off);
+      auto& blk = c.blocks[first + static_cast<std::uint32_t>(off / block_)];
+      if (blk.empty()) blk.assign(reinterpret_cast<const char*>(data.data() + off), n);
+    }
+    return state(c, size);
+  }
+
+  cache::Result<cache::ContentState> verify_content(const cache::ContentId& id,
+                                                    std::uint64_t size) override {
+    std::lock_guard lock(mu_);
+    verifies++;
+    auto& c = contents_[id.to_string()];
+    if (!c.complete(size, block_)) return state(c, size);
+    Hasher h(HashAlgo::kSha256);
+    for (auto& [i, b] : c.blocks) h.update(b);
+    if (to_hex(h.finish()) != id.hex()) {
+      c.blocks.clear();
+      return cache::cache_error(cache::CacheError::Kind::kCorrupt, "hash mismatch");
+    }
+    c.verified = true;
+    return state(c, size);
+  }
+
+  cache::Result<std::optional<cache::ContentState>> content_state(
+      const cache::ContentId& id) override {
+    std::lock_guard lock(mu_);
+    auto it = contents_.find(id.to_string());
+    if (it == contents_.end() || it->second.blocks.empty()) {
+      return std::optional<cache::ContentState>();
+    }
+    return std::optional<cache::ContentState>(state(it->second, it->second.size));
+  }
+
+  cache::Result<void> pin(const cache::ContentId&) override {
+    pins++;
+    return {};
+  }
+  void unpin(const cache::ContentId&) override { pins--; }
+
+  std::atomic<int> puts{0};
+  std::atomic<int> verifies{0};
+  std::atomic<int> pins{0};
+  std::atomic<bool> full{false};
+
+ private:
+  struct Content {
+    std::map<std::uint32_t, std::string> blocks;
+    bool verified = false;
+    std::uint64_t size = 0;
+    bool complete(std::uint64_t s, std::uint32_t bs) const {
+      return blocks.size() == (s + bs - 1) / bs;
+    }
+  };
+  cache::ContentState state(Content& c, std::uint64_t size) {
+    c.size = size;
+    return cache::ContentState{static_cast<std::uint32_t>(c.blocks.size()),
+                               static_cast<std::uint32_t>((size + block_ - 1) / block_), c.verified};
+  }
+  std::uint32_t block_;
+  std::mutex mu_;
+  std::map<std::string, Content> contents_;
+  Content empty_;
+};
+
+// Serves `bytes` for any file; can delay, fail, flip a byte, or hold requests until released.
+class MemoryHub : public hub::HubClient {
+ public:
+  explicit MemoryHub(std::string bytes) : bytes_(std::move(bytes)) {}
+
+  Expected<hub::Revision, hub::HubError> resolve_revision(std::string_view, hub::Deadline) override {
+    return hub::Revision{std::string(40, 'a'), ""};
+  }
+  Expected<std::vector<RemoteEntry>, hub::HubError> list_folder(std::string_view, std::string_view,
+                                                                bool, hub::Deadline,
+                                                                std::size_t) override {
+    return std::vector<RemoteEntry>{};
+  }
+  Expected<void, hub::HubError> read_range(const hub::FileRef&, std::uint64_t offset,
+                                           std::span<std::byte> out,
+                                           hub::Deadline deadline) override {
+    {
+      std::lock_guard lock(mu_);
+      calls++;
+      ranges.emplace_back(offset, out.size());
+    }
+    {
+      std::unique_lock lock(gate_mu_);
+      if (!gate_cv_.wait_until(lock, deadline, [&] { return open_; })) {
+        return unexpected(hub::HubError{hub::HubErrorKind::kTimeout, "held", 0, "", ""});
+      }
+    }
+    if (fail) return unexpected(hub::HubError{hub::HubErrorKind::kUnavailable, "down", 503, "", ""});
+    std::memcpy(out.data(), bytes_.data() + offset, out.size());
+    if (corrupt && offset == 0) out[0] = static_cast<std::byte>(~static_cast<unsigned char>(out[0]));
+    return {};
+  }
+  const hub::HubStats& stats() const override { return stats_; }
+  void cancel() override {}
+
+  // Requests wait until released (to line up concurrent readers).
+  void hold() {
+    std::lock_guard lock(gate_mu_);
+    open_ = false;
+  }
+  void release() {
+    {
+      std::lock_guard lock(gate_mu_);
+      open_ = true;
+    }
+    gate_cv_.notify_all();
+  }
+
+  std::atomic<int> calls{0};
+  std::atomic<bool> fail{false};
+  std::atomic<bool> corrupt{false};
+  std::vector<std::pair<std::uint64_t, std::size_t>> ranges;  // guarded by mu_
+  std::mutex mu_;
+
+ private:
+  std::string bytes_;
+  hub::HubStats stats_;
+  std::mutex gate_mu_;
+  std::condition_variable gate_cv_;
+  bool open_ = true;
+};
+
+}  // namespace whfs::reader::testing
