@@ -6,6 +6,8 @@
 #                                      on DIR (/mnt/wheelhouse)
 #   tools/dev.sh sanitize address|thread [CTEST ARGS]
 #                                      build in build-<kind>/ with sanitizers and run the unit tests
+#   tools/dev.sh demo [ARCH TORCH CUDA] set up, build, and show the product end to end on a
+#                                      generated wheelhouse (no network, no GPU needed)
 #   tools/dev.sh fuzz [SECONDS]        build the libFuzzer targets (clang) in build-fuzz/ and run
 #                                      each for SECONDS (default 60) from tests/fuzz/corpus/
 set -euo pipefail
@@ -59,6 +61,11 @@ case $cmd in
       grep -E "^stat::number_of_executed_units|^Done" "build-fuzz/$name.log" || true
     done
     ;;
+  demo)
+    tools/setup.sh --tests
+    configure_and_build build
+    exec tools/demo.sh "$@"
+    ;;
   mount)
     repo=${1:-DoctorPopi/python_wheelhouse}
     dir=${2:-/mnt/wheelhouse}
@@ -72,7 +79,7 @@ case $cmd in
     exec build/fs/wheelhousefs "$repo" "$dir"
     ;;
   *)
-    echo "usage: tools/dev.sh build|test|mount [REPO] [DIR]|sanitize address|thread" >&2
+    echo "usage: tools/dev.sh build|test|demo|mount [REPO] [DIR]|sanitize address|thread|fuzz [SECONDS]" >&2
     exit 2
     ;;
 esac

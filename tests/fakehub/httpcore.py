@@ -129,6 +129,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self, method):
         st = self.server.state
+        self.started = time.time()
         self.method = method
         raw_path, _, self.raw_query = self.path.partition("?")
         self.raw_segments = raw_path.split("/")
@@ -333,6 +334,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         entry = {
             "ts": round(time.time(), 6),
+            "start": round(self.started, 6),  # when the request arrived: sort by it for order
             "server": self.server.kind,
             "method": self.method,
             "path": self.decoded_path,

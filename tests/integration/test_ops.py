@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Mounted tests of running it for real (issue #7): the `wheelhouse` CLI against a live mount
+and its cache, the site cache shared by two mounts, and the demo."""
+import glob
+import json
+import os
+import subprocess
+
+import mounttest
+from mounttest import REPO, FakeHub, Mount, MountedTestCase, sha256_file, wait_for
+
+CLI = os.path.join(mounttest.BUILD_DIR, "tools", "wheelhouse")
+SITE_CACHE = os.path.join(mounttest.SOURCE_DIR, "tools", "site-cache", "run-site-cache.sh")
+OVERRIDES = ["arch=sm89", "torch=2.9", "cuda=12.8"]
+
+
+def cli(*args, check=True):
+    r = subprocess.run([CLI] + list(args), capture_output=True, text=True, timeout=300)
+    if check and r.returncode != 0:
+        raise AssertionError(f"wheelhouse {' '.join(args)} -> {r.returncode}\n{r.stdout}\n{r.stderr}")
+    return r
+
+
+def cdn_bytes(log):
+    return sum(e["bytes"] for e in log if e["server"] == "cdn" and e["status"] in (200, 206))
+
+
+class Cli(MountedTestCase):
+    profile = "small"
+
+    def test_status_reads_the_running_mount(self):
+        m = self.mount(options=OVERRIDES)
+        st = json.loads(cli("status", m.mountpoint, "--json").stdout)
+        self.assertEqual(st["repo"], REPO)
+        self.assertEqual(st["pid"], m.pid)
+        self.assertIn("sm89", st["target"]["summary"])
+        human = cli("status", m.mountpoint).stdout
+        self.assertIn(st["commit"], human)
+        self.assertIn("cache", human)
+        notours = cli("status", self.scratch("plain"), check=False)
+        self.assertEqual(notours.returncode, 3)
+        self.assertIn("not a wheelhouse-fs mount", notours.stderr)
+
+    def test_prefetch_current_then_reads_need_no_download(self):
+        m = self.mount(options=OVERRIDES)
+        r = cli("prefetch", "--mount", m.mountpoint, "--current", "flash_attn", "natten")
+        self.assertEqual(r.stdout.count("fetched "), 2, r.stdout)  # plain lines off a terminal
+        self.hub.clear_log()
+        for w in glob.glob(m.path("current/flash_attn/*.whl")) + glob.glob(m.path("current/natten/*.whl")):
+            src = os.getxattr(w, "user.wheelhouse.source").decode()
+            self.assertEqual(sha256_file(w), self.manifest["files"][src]["sha256"])
+        self.assertEqual(cdn_bytes(self.hub.log()), 0)
+        bad = cli("prefetch", "--mount", m.mountpoint, "no/such/path", check=False)
+        self.assertEqual(bad.returncode, 1)
+
+    def test_cache_commands_work_while_a_mount_uses_the_cache(self):
+        m = self.mount(options=OVERRIDES)
+        wheel = glob.glob(m.path("current/cumesh/*.whl"))[0]
+        src = os.getxattr(wheel, "user.wheelhouse.source").decode()
+        self.assertEqual(sha256_file(wheel), self.manifest["files"][src]["sha256"])
+        # The mount records its usage in batches; let it write them.
+        wait_for(lambda: json.loads(cli("cache", "--cache-dir", m.cache_dir, "stats", "--json").stdout)["contents"] > 0,
+                 timeout=10)
+        stats = json.loads(cli("cache", "--cache-dir", m.cache_dir, "stats", "--json").stdout)
+        self.assertGreaterEqual(stats["contents"], 1)
+        self.assertEqual(stats["block_size"], 32744)
+        listing = json.loads(cli("cache", "--cache-dir", m.cache_dir, "ls", "--json").stdout)
+        sha = self.manifest["files"][src]["sha256"]
+        entry = next(e for e in listing if e["id"] == f"sha256:{sha}")
+        self.assertTrue(entry["verified"])
+        verify = json.loads(cli("cache", "--cache-dir", m.cache_dir, "verify", "--json").stdout)
+        self.assertGreaterEqual(verify["checked"], 1)
+        self.assertEqual(verify["corrupt"], 0)
+        self.assertIn("evicted", cli("cache", "--cache-dir", m.cache_dir, "evict", wheel).stdout)
+        self.assertNotIn(f"sha256:{sha}",
+                         cli("cache", "--cache-dir", m.cache_dir, "ls", "--json").stdout)
+        self.hub.clear_log()
+        os.posix_fadvise(os.open(wheel, os.O_RDONLY), 0, 0, os.POSIX_FADV_DONTNEED)
+        self.assertIn("emptied", cli("cache", "--cache-dir", m.cache_dir, "clear", "--yes").stdout)
+        self.assertEqual(json.loads(cli("cache", "--cache-dir", m.cache_dir, "stats", "--json").stdout)["contents"], 0)
+        refuse = cli("cache", "--cache-dir", m.cache_dir, "clear", check=False)
+        self.assertEqual(refuse.returncode, 2)  # no --yes and no terminal to ask on
+
+    def test_detect_reports_each_axis(self):
+        r = cli("detect", "--json", "-o", "arch=sm86,torch=2.9,cuda=12.6", check=False)
+        t = json.loads(r.stdout)
+        self.assertEqual(t["arch"]["value"], "sm86")
+        self.assertEqual(t["cuda"]["value"], "12.6")
+        self.assertEqual(r.returncode, 0)
+        bad = cli("detect", "-o", "arch=gpu9000", check=False)
+        self.assertEqual(bad.returncode, 2)
+        self.assertIn("arch", bad.stderr)
+
+
+class SiteCache(MountedTestCase):
+    """Two mounts with their own cache directories behind one nginx site cache: the emulator
+    serves each byte once."""
+    profile = "small"
+    # nginx follows the Hub's redirect itself; its resolver does not read /etc/hosts, so the
+    # test CDN is named by address.
+    hub_args = ("--cdn-host", "127.0.0.2")
+
+    def test_two_mounts_through_the_site_cache(self):
+        site = self.scratch("site-cache")
+        port = 18000 + os.getpid() % 1000
+        subprocess.run([SITE_CACHE, "start", str(port), self.hub.hub, site], check=True, timeout=30)
+        self.addCleanup(subprocess.run, [SITE_CACHE, "stop", site], timeout=30)
+        endpoint = f"http://127.0.0.1:{port}"
+        wanted = [p for p in self.manifest["files"] if p.startswith(("flash_attn/sm89/", "natten/sm80/"))]
+        self.hub.clear_log()
+        for name in ("a", "b"):
+            m = Mount(endpoint, self.scratch(f"node-{name}"))
+            try:
+                for rel in wanted:
+                    self.assertEqual(sha256_file(m.path(rel)), self.manifest["files"][rel]["sha256"], rel)
+            finally:
+                m.unmount()
+        log = self.hub.log()
+        total = sum(self.manifest["files"][p]["size"] for p in wanted)
+        # Each byte left the emulator's CDN once (slices of 4 MiB round up to the file ends).
+        self.assertEqual(cdn_bytes(log), total)
+        resolves = [e for e in log if "/resolve/" in e["path"]]
+        self.assertLessEqual(len(resolves), len(wanted) * 2)
+        self.assertFalse([e for e in log if e["server"] == "cdn" and e["auth"]])
+
+
+class Demo(MountedTestCase):
+    profile = "small"
+
+    def test_the_demo_runs_end_to_end_and_cleans_up(self):
+        before = set(glob.glob("/tmp/wheelhouse-demo-*"))
+        r = subprocess.run([os.path.join(mounttest.SOURCE_DIR, "tools", "demo.sh")],
+                           capture_output=True, text=True, timeout=300,
+                           env=dict(os.environ, WHFS_BUILD_DIR=mounttest.BUILD_DIR))
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("imported flash_attn from flash_attn/sm89/torch2.9-cu128", r.stdout)
+        self.assertEqual(set(glob.glob("/tmp/wheelhouse-demo-*")), before)
+
+
+if __name__ == "__main__":
+    mounttest.main()

@@ -1,0 +1,38 @@
+#pragma once
+// The subcommands of `wheelhouse` (tools/wheelhouse.cpp parses the command line).
+
+#include <string>
+#include <vector>
+
+namespace whfs::cli {
+
+enum Exit { kOk = 0, kFailed = 1, kUsage = 2, kNotOurs = 3, kCorruptFound = 4 };
+
+struct CommonOptions {
+  bool json = false;
+  std::string cache_dir;                    // empty: the default of wheelhousefs
+  std::vector<std::string> target_options;  // detect: python=, arch=, ...
+};
+
+struct PrefetchOptions {
+  std::string mountpoint = "/mnt/wheelhouse";
+  std::vector<std::string> current_packages;
+  bool current_given = false;
+  std::vector<std::string> paths;
+  int jobs = 4;
+};
+
+int run_detect(const CommonOptions& o);
+int run_status(const std::string& mountpoint, const CommonOptions& o);
+int run_cache_stats(const CommonOptions& o);
+int run_cache_ls(const CommonOptions& o);
+int run_cache_verify(const CommonOptions& o);
+int run_cache_evict(const CommonOptions& o, const std::vector<std::string>& targets);
+int run_cache_clear(const CommonOptions& o, bool yes);
+int run_prefetch(const PrefetchOptions& o);
+
+// "1.5 GiB", "12.0 MiB/s", "3m12s": shared by the subcommands.
+std::string human_rate(double bytes_per_second);
+std::string human_duration(double seconds);
+
+}  // namespace whfs::cli

@@ -1,0 +1,92 @@
+// wheelhouse: the command-line companion of wheelhousefs.
+//
+//   wheelhouse detect [--json] [-o arch=..,python=..]   what current/ would match, and why
+//   wheelhouse status MOUNTPOINT [--json]                a running mount's figures
+//   wheelhouse cache stats|ls|verify|evict|clear          the block cache (--cache-dir DIR)
+//   wheelhouse prefetch [--mount DIR] [--current PKG]... PATH...   warm the cache
+//
+// Exit codes: 0 ok; 1 failure; 2 bad usage; 3 not a wheelhouse mount, or a cache this
+// version cannot read; 4 `cache verify` found and dropped corrupt contents.
+
+#include <CLI/CLI.hpp>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "fs/common/log.h"
+#include "fs/common/version.h"
+#include "tools/cli_commands.h"
+
+int main(int argc, char** argv) {
+  using namespace whfs::cli;
+  CLI::App app{"wheelhouse: detect the target, inspect mounts and the cache, prefetch wheels"};
+  app.set_version_flag("-V,--version", std::string("wheelhouse ") + whfs::kVersion);
+  app.require_subcommand(1);
+  std::string log_level = "warn";
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+
+  CommonOptions common;
+  auto* detect = app.add_subcommand("detect", "Show the target current/ matches, axis by axis");
+  detect->add_flag("--json", common.json, "JSON output");
+  detect->add_option("-o", common.target_options,
+                     "python=PATH,cudart=PATH,arch=sm89,torch=2.9,cuda=12.8,python_tag=cp312")
+      ->delimiter(',');
+
+  std::string mountpoint = "/mnt/wheelhouse";
+  auto* status = app.add_subcommand("status", "Figures of a running mount");
+  status->add_option("MOUNTPOINT", mountpoint, "the mount point")->required();
+  status->add_flag("--json", common.json, "JSON output");
+
+  auto* cache = app.add_subcommand("cache", "Inspect or maintain the block cache");
+  cache->require_subcommand(1);
+  cache->add_option("--cache-dir", common.cache_dir, "cache folder (default: the mount's default)");
+  auto* stats = cache->add_subcommand("stats", "Usage, hits, misses, evictions, corruption");
+  stats->add_flag("--json", common.json, "JSON output");
+  auto* ls = cache->add_subcommand("ls", "Cached contents, least recently used first");
+  ls->add_flag("--json", common.json, "JSON output");
+  auto* verify = cache->add_subcommand("verify", "Re-hash every complete content, drop corrupt ones");
+  verify->add_flag("--json", common.json, "JSON output");
+  std::vector<std::string> evict_targets;
+  auto* evict = cache->add_subcommand("evict", "Drop files (paths in a mount, or content ids)");
+  evict->add_option("PATH", evict_targets, "a file in a wheelhouse mount, or sha256:<hex>")
+      ->required();
+  auto* clear = cache->add_subcommand("clear", "Empty the cache (also one of an unknown format)");
+  bool yes = false;
+  clear->add_flag("-y,--yes", yes, "do not ask");
+
+  PrefetchOptions prefetch_opts;
+  auto* prefetch = app.add_subcommand("prefetch", "Warm the cache by reading through a mount");
+  prefetch->add_option("--mount", prefetch_opts.mountpoint, "the wheelhouse mount (default /mnt/wheelhouse)");
+  prefetch->add_option("--current", prefetch_opts.current_packages,
+                       "packages of current/ (e.g. flash_attn); with no value: all of current/")
+      ->expected(0, -1);
+  prefetch->add_option("PATH", prefetch_opts.paths, "files or folders in the mount");
+  prefetch->add_option("-j,--jobs", prefetch_opts.jobs, "files read at once")->check(CLI::Range(1, 64));
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  whfs::setup_logging(log_level);
+  if (*detect) return run_detect(common);
+  if (*status) return run_status(mountpoint, common);
+  if (*prefetch) {
+    prefetch_opts.current_given = prefetch->count("--current") > 0;
+    return run_prefetch(prefetch_opts);
+  }
+  if (*cache) {
+    if (*stats) return run_cache_stats(common);
+    if (*ls) return run_cache_ls(common);
+    if (*verify) return run_cache_verify(common);
+    if (*evict) return run_cache_evict(common, evict_targets);
+    if (*clear) return run_cache_clear(common, yes);
+  }
+  return 2;
+}
