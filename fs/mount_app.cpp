@@ -85,8 +85,11 @@ class MountApp {
     if (auto v = target::validate_overrides(o_.target); !v) return unexpected(v.error());
     // Detect the target first, before any thread exists (the GPU probe forks).
     detect_options_ = target::default_detect_options([](const char* n) { return std::getenv(n); });
-    target::Target detected = target::detect_target(o_.target, detect_options_);
-    last_target_json_ = target::to_json(detected).dump();
+    target::Target detected;
+    if (o_.current) {
+      detected = target::detect_target(o_.target, detect_options_);
+      last_target_json_ = target::to_json(detected).dump();
+    }
 
     auto repo = hub::parse_repo_ref(o_.repo);
     if (!repo) return unexpected(repo.error());
@@ -115,7 +118,7 @@ class MountApp {
     current_ = std::make_unique<ns::CurrentView>(*listings_);
     current_->set_target(std::move(detected));
     names_ = std::make_unique<ns::Namespace>(*listings_, commit_, mtime_);
-    names_->set_synthetic_root(current_.get());
+    if (o_.current) names_->set_synthetic_root(current_.get());
     reader::ReaderConfig rc;
     rc.fetcher.workers = o_.connections;
     rc.fetcher.max_request = std::max<std::uint64_t>(1 << 20, o_.readahead / o_.connections);
@@ -249,7 +252,8 @@ class MountApp {
   // SIGHUP and the refresh= timer: the target again (a GPU or torch may have changed), then
   // the revision.
   void refresh() {
-    target::Target detected = target::detect_target(o_.target, detect_options_);
+    target::Target detected =
+        o_.current ? target::detect_target(o_.target, detect_options_) : target::Target{};
     const std::string target_json = target::to_json(detected).dump();
     bool target_changed = false;
     {

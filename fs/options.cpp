@@ -8,6 +8,23 @@
 namespace whfs {
 namespace {
 
+// User input echoed in an error message, with control characters escaped so that the message
+// stays one line.
+std::string shown(const std::string& text) {
+  std::string out;
+  for (unsigned char c : text.substr(0, 200)) {
+    if (c < 0x20 || c == 0x7f) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 0xf]);
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  return out;
+}
+
 bool truthy(const char* v) {
   if (v == nullptr) return false;
   std::string s(v);
@@ -39,7 +56,7 @@ Expected<void, std::string> apply_option(MountOptions& o, const std::string& ite
   const bool has_value = eq != std::string::npos;
   const std::string value = has_value ? item.substr(eq + 1) : "";
   auto need_value = [&]() -> Expected<void, std::string> {
-    if (!has_value || value.empty()) return unexpected("option '" + key + "' needs a value");
+    if (!has_value || value.empty()) return unexpected("option '" + shown(key) + "' needs a value");
     return {};
   };
   auto set_string = [&](std::string& field) -> Expected<void, std::string> {
@@ -52,7 +69,7 @@ Expected<void, std::string> apply_option(MountOptions& o, const std::string& ite
   if (key == "endpoint") {
     if (auto r = set_string(o.endpoint); !r) return r;
     if (!o.endpoint.starts_with("http://") && !o.endpoint.starts_with("https://")) {
-      return unexpected("endpoint must be an http:// or https:// URL, got '" + value + "'");
+      return unexpected("endpoint must be an http:// or https:// URL, got '" + shown(value) + "'");
     }
     return {};
   }
@@ -74,6 +91,11 @@ Expected<void, std::string> apply_option(MountOptions& o, const std::string& ite
     }
     return {};
   }
+  if (key == "nocurrent") {
+    if (has_value) return unexpected("option 'nocurrent' takes no value");
+    o.current = false;
+    return {};
+  }
   if (key == "offline") {
     if (has_value) return unexpected("option 'offline' takes no value");
     o.offline = true;
@@ -82,7 +104,9 @@ Expected<void, std::string> apply_option(MountOptions& o, const std::string& ite
   if (key == "cache_size" || key == "readahead") {
     if (auto r = need_value(); !r) return r;
     const auto bytes = parse_size(value);
-    if (!bytes) return unexpected(key + " must be a size such as 20G or 512M, got '" + value + "'");
+    if (!bytes) {
+      return unexpected(key + " must be a size such as 20G or 512M, got '" + shown(value) + "'");
+    }
     if (key == "cache_size") {
       if (*bytes < (64ull << 20)) return unexpected("cache_size must be at least 64M");
       o.cache_size = *bytes;
@@ -95,7 +119,10 @@ Expected<void, std::string> apply_option(MountOptions& o, const std::string& ite
   if (key == "refresh" || key == "read_timeout") {
     if (auto r = need_value(); !r) return r;
     const auto d = parse_duration(value);
-    if (!d) return unexpected(key + " must be a duration such as 30s, 10m or 1h, got '" + value + "'");
+    if (!d) {
+      return unexpected(key + " must be a duration such as 30s, 10m or 1h, got '" + shown(value) +
+                        "'");
+    }
     if (key == "refresh") {
       if (d->count() != 0 && d->count() < 10) return unexpected("refresh must be 0 or at least 10s");
       o.refresh = *d;
@@ -110,7 +137,7 @@ Expected<void, std::string> apply_option(MountOptions& o, const std::string& ite
     char* end = nullptr;
     const long n = std::strtol(value.c_str(), &end, 10);
     if (end == value.c_str() || *end != '\0' || n < 1 || n > 64) {
-      return unexpected("connections must be a number from 1 to 64, got '" + value + "'");
+      return unexpected("connections must be a number from 1 to 64, got '" + shown(value) + "'");
     }
     o.connections = static_cast<unsigned>(n);
     return {};
@@ -123,7 +150,7 @@ Expected<void, std::string> apply_option(MountOptions& o, const std::string& ite
     o.fuse_options.push_back(item);
     return {};
   }
-  return unexpected("unknown option '" + key + "' (see --help)");
+  return unexpected("unknown option '" + shown(key) + "' (see --help)");
 }
 
 }  // namespace
@@ -180,7 +207,7 @@ Expected<MountOptions, std::string> parse_mount_args(const std::vector<std::stri
         start = comma + 1;
       }
     } else if (a.starts_with("-") && a.size() > 1) {
-      return unexpected("unknown flag '" + a + "' (see --help)");
+      return unexpected("unknown flag '" + shown(a) + "' (see --help)");
     } else {
       positional.push_back(a);
     }
@@ -239,6 +266,7 @@ local block cache. current/ shows the wheels that run on this machine.
   -o read_timeout=D   a read still waiting after D fails with EIO (default 60s)
   -o readahead=SIZE   bytes fetched ahead of sequential readers (default 64M)
   -o connections=N    parallel ranged GETs (default 16)
+  -o nocurrent        no current/ folder (just the dataset's tree)
   -o python=PATH      the Python whose torch and wheel tags current/ matches (default python3)
   -o cudart=PATH      libcudart to query for the GPU (default: search)
   -o arch=sm89,torch=2.9,cuda=12.8,python_tag=cp312

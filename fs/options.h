@@ -33,6 +33,7 @@ struct MountOptions {
   std::uint64_t readahead = 64ull << 20;  // bytes in flight for readahead and prefetch
   unsigned connections = 16;              // parallel ranged GETs
   TargetOverrides target;
+  bool current = true;  // the current/ view (nocurrent hides it)
   std::vector<std::string> fuse_options;  // passed to libfuse (allow_other, ...)
   bool show_help = false;
   bool show_version = false;

@@ -99,7 +99,7 @@ class State:
         self.counters_lock = threading.Lock()
         self.config = {"rate": parse_rate(args.rate), "latency_ms": args.latency_ms,
                        "page_size": args.page_size, "url_ttl": args.url_ttl,
-                       "xet_hash": args.xet_hash}
+                       "xet_hash": args.xet_hash, "redirect_base": args.redirect_base}
         self.ratelimit = RateLimiter(args.quota)
         self.repos = {}
         self.tokens = {}
@@ -354,6 +354,9 @@ def main(argv=None):
     p.add_argument("--quota", type=int, default=1000000, help="requests per 5 min per bucket")
     p.add_argument("--lfs", choices=["auto", "all", "none"], default="auto")
     p.add_argument("--xet-hash", action="store_true", help="emit X-Xet-Hash / xetHash")
+    p.add_argument("--redirect-base", default="",
+                   help="send LFS downloads to this URL + path (an outside server) instead of "
+                        "the signed CDN")
     p.add_argument("--log", default="", help="request log, JSON lines")
     p.add_argument("--ports-file", default="")
     args = p.parse_args(argv)

@@ -18,18 +18,25 @@ POINTER_TEMPLATE = "version https://git-lfs.github.com/spec/v1\noid sha256:{oid}
 class FileInfo:
     """One file of a commit. `source` is a path on disk or the bytes themselves."""
 
-    __slots__ = ("path", "size", "sha256", "git_sha1", "lfs", "source", "pointer_sha1")
+    __slots__ = ("path", "size", "sha256", "_git_sha1", "lfs", "source", "pointer_sha1")
 
     def __init__(self, path, size, sha256, git_sha1, lfs, source):
         self.path = path
         self.size = size
         self.sha256 = sha256
-        self.git_sha1 = git_sha1
+        self._git_sha1 = git_sha1  # None: computed when first needed (LFS files never need it)
         self.lfs = lfs
         self.source = source
         self.pointer_sha1 = None
         if lfs:
             self.pointer_sha1 = git_blob_sha1(self.pointer_text().encode())
+
+    @property
+    def git_sha1(self):
+        if self._git_sha1 is None:
+            self._git_sha1 = hash_file(self.source, self.size)[1] if isinstance(self.source, str) \
+                else git_blob_sha1(self.source)
+        return self._git_sha1
 
     def pointer_text(self):
         return POINTER_TEMPLATE.format(oid=self.sha256, size=self.size)
@@ -187,6 +194,8 @@ def snapshot_dir(root, lfs_mode="auto", manifest=None, hash_cache=None):
     ga_text = open(ga_path, encoding="utf-8").read() if os.path.exists(ga_path) else ""
     rule = LfsRule(lfs_mode, ga_text)
     known = (manifest or {}).get("files", {})
+    if isinstance(known, list):  # the shared bench generator writes a list of entries
+        known = {e["path"]: e for e in known}
     files = {}
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = [d for d in dirnames if d != ".git"]
@@ -195,8 +204,8 @@ def snapshot_dir(root, lfs_mode="auto", manifest=None, hash_cache=None):
             rel = os.path.relpath(full, root).replace(os.sep, "/")
             st = os.stat(full)
             entry = known.get(rel)
-            if entry and entry.get("size") == st.st_size and "git_sha1" in entry:
-                s256, s1 = entry["sha256"], entry["git_sha1"]
+            if entry and entry.get("size") == st.st_size and "sha256" in entry:
+                s256, s1 = entry["sha256"], entry.get("git_sha1")
             else:
                 key = f"{full}:{st.st_size}:{st.st_mtime_ns}"
                 cached = hash_cache.get(key) if hash_cache is not None else None

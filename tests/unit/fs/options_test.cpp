@@ -35,7 +35,8 @@ TEST_F(OptionsTest, OwnOptionsFuseOptionsAndMountNoise) {
   // The mount.fuse3 convention: source, mount point, then -o with mount(8)'s options mixed in.
   auto o = parse({"org/repo", "/mnt/w", "-o",
                   "rw,nodev,nosuid,_netdev,x-systemd.automount,allow_other,revision=refs/pr/1,"
-                  "cache_size=5G,refresh=10m,offline,log_level=debug,arch=sm89,torch=2.9"});
+                  "cache_size=5G,refresh=10m,offline,log_level=debug,arch=sm89,torch=2.9,"
+                  "nocurrent"});
   ASSERT_TRUE(o) << o.error();
   EXPECT_EQ(o->revision, "refs/pr/1");
   EXPECT_EQ(o->cache_size, 5ull << 30);
@@ -45,6 +46,7 @@ TEST_F(OptionsTest, OwnOptionsFuseOptionsAndMountNoise) {
   EXPECT_EQ(o->target.arch, "sm89");
   EXPECT_EQ(o->target.torch, "2.9");
   EXPECT_EQ(o->fuse_options, (std::vector<std::string>{"allow_other"}));
+  EXPECT_FALSE(o->current);
   auto glued = parse({"-oendpoint=http://x:1,token_file=/t", "/m"});
   ASSERT_TRUE(glued);
   EXPECT_EQ(glued->endpoint, "http://x:1");
@@ -67,6 +69,7 @@ TEST_F(OptionsTest, BadInputIsOneClearLine) {
       {{"-o"}, "-o needs"},
       {{}, "missing MOUNTPOINT"},
       {{"a/b", "/m", "extra"}, "too many arguments"},
+      {{"-o", "h\nDo", "/m"}, "unknown option 'h\\x0aDo'"},  // found by options_fuzz
   };
   for (const auto& [args, want] : cases) {
     auto o = parse(args);
