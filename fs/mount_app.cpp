@@ -122,7 +122,7 @@ class MountApp {
     reader::ReaderConfig rc;
     rc.fetcher.workers = o_.connections;
     rc.fetcher.max_request = std::max<std::uint64_t>(1 << 20, o_.readahead / o_.connections);
-    rc.readahead.max_window = std::max<std::uint64_t>(1 << 20, o_.readahead / 2);
+    rc.readahead.max_window = std::max<std::uint64_t>(1 << 20, o_.readahead);
     reader_ = std::make_unique<reader::Reader>(*cache_, hub_ ? *hub_ : null_hub(), rc);
     fs_ = std::make_unique<Filesystem>(*names_, *reader_,
                                        FilesystemConfig{o_.read_timeout, repo_.id, o_.revision,

@@ -73,7 +73,10 @@ void op_init(void*, fuse_conn_info* conn) {
   // Reads as large as the kernel allows (max_pages follows max_write) and room for the
   // kernel's own readahead; read-only content, so the kernel may cache all it likes.
   conn->max_write = 1u << 20;
-  conn->max_readahead = 1u << 20;
+  conn->max_readahead = 16u << 20;
+  // Let the kernel keep many reads of sequential readers in flight (they block on downloads).
+  conn->max_background = 64;
+  conn->congestion_threshold = 48;
   const unsigned want = FUSE_CAP_ASYNC_READ | FUSE_CAP_PARALLEL_DIROPS | FUSE_CAP_READDIRPLUS |
                         FUSE_CAP_READDIRPLUS_AUTO | FUSE_CAP_EXPLICIT_INVAL_DATA;
   conn->want |= want & conn->capable;
@@ -301,6 +304,36 @@ fuse_lowlevel_ops make_ops() {
   return ops;
 }
 
+// The kernel caps a FUSE mount's readahead at its backing device's read_ahead_kb (128 KiB by
+// default), whatever max_readahead says, so sequential reads reach the daemon as 128 KiB
+// requests. Raise it for this mount's device (found in mountinfo: a stat of the mount point
+// would wait for this very daemon). Needs root; without it the default stays.
+void raise_readahead(const std::string& mountpoint, unsigned kb) {
+  if (kb == 0) return;
+  FILE* f = std::fopen("/proc/self/mountinfo", "r");
+  if (f == nullptr) return;
+  char line[4096];
+  std::string dev;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    // id parent major:minor root mountpoint ...
+    char devbuf[64], root[1024], mnt[2048];
+    if (std::sscanf(line, "%*s %*s %63s %1023s %2047s", devbuf, root, mnt) == 3 &&
+        mountpoint == mnt) {
+      dev = devbuf;  // the last match is the newest mount
+    }
+  }
+  std::fclose(f);
+  if (dev.empty()) return;
+  const std::string path = "/sys/class/bdi/" + dev + "/read_ahead_kb";
+  FILE* ra = std::fopen(path.c_str(), "w");
+  if (ra == nullptr) {
+    spdlog::debug("cannot raise {} (not root?): kernel readahead stays at its default", path);
+    return;
+  }
+  std::fprintf(ra, "%u\n", kb);
+  std::fclose(ra);
+}
+
 // SIGUSR1 wakes request threads out of read(2) at exit; its handler does nothing.
 void wake_handler(int) {}
 
@@ -330,6 +363,7 @@ Expected<std::unique_ptr<FuseMount>, std::string> FuseMount::mount(Filesystem& f
                       " (is /dev/fuse usable, fuse3 installed, the folder empty and not mounted?)");
   }
   m->mounted_ = true;
+  raise_readahead(config.mountpoint, config.kernel_readahead_kb);
   struct sigaction sa{};
   sa.sa_handler = wake_handler;  // no SA_RESTART: read(2) returns EINTR
   sigemptyset(&sa.sa_mask);

@@ -24,6 +24,7 @@ struct FuseConfig {
   unsigned threads = 16;             // request threads (reads block while fetching)
   double entry_timeout = 86400;      // content is immutable per commit; a refresh invalidates
   double attr_timeout = 86400;
+  unsigned kernel_readahead_kb = 4096;  // the mount's read_ahead_kb (0: leave the default)
 };
 
 class FuseMount {

@@ -24,6 +24,13 @@ struct Fetcher::Flight {
   std::optional<ReadError> error;
 };
 
+struct Fetcher::Verification {
+  std::mutex mu;  // guards done and result
+  std::condition_variable cv;
+  bool done = false;
+  std::optional<ReadError> result;
+};
+
 namespace {
 
 ReadError from_hub(const hub::HubError& e) {
@@ -210,7 +217,15 @@ Expected<void, ReadError> Fetcher::download(const FileContent& c, BlockRange r,
   const std::uint64_t bs = store_.block_size();
   const std::uint64_t offset = static_cast<std::uint64_t>(r.first) * bs;
   const std::uint64_t end = std::min(c.size, static_cast<std::uint64_t>(r.end()) * bs);
-  std::vector<std::byte> buf(end - offset);
+  // Each worker reuses one buffer: a fresh 4 MiB allocation per request costs a zero-fill and
+  // page faults on every download.
+  thread_local std::unique_ptr<std::byte[]> scratch;
+  thread_local std::size_t scratch_size = 0;
+  if (scratch_size < end - offset) {
+    scratch.reset(new std::byte[end - offset]);  // not value-initialised
+    scratch_size = end - offset;
+  }
+  const std::span<std::byte> buf(scratch.get(), end - offset);
   auto got = hub_.read_range(hub::FileRef{c.commit, c.path, c.size}, offset, buf, deadline);
   {
     std::lock_guard lock(mu_);
@@ -238,6 +253,36 @@ Expected<void, ReadError> Fetcher::download(const FileContent& c, BlockRange r,
 }
 
 Expected<void, ReadError> Fetcher::verify_or_retry(const FileContent& c) {
+  std::shared_ptr<Verification> v;
+  bool mine = false;
+  {
+    std::lock_guard lock(mu_);
+    auto& slot = verifying_[c.id];
+    if (!slot) {
+      slot = std::make_shared<Verification>();
+      mine = true;
+    }
+    v = slot;
+  }
+  if (!mine) {
+    std::unique_lock lock(v->mu);
+    v->cv.wait(lock, [&] { return v->done; });
+    if (v->result) return unexpected(*v->result);
+    return {};
+  }
+  auto r = verify_once(c);
+  {
+    std::lock_guard lock(mu_);
+    verifying_.erase(c.id);
+  }
+  std::lock_guard lock(v->mu);
+  v->done = true;
+  if (!r) v->result = r.error();
+  v->cv.notify_all();
+  return r;
+}
+
+Expected<void, ReadError> Fetcher::verify_once(const FileContent& c) {
   for (int attempt = 0;; ++attempt) {
     auto v = store_.verify_content(c.id, c.size);
     if (v) return {};

@@ -101,6 +101,7 @@ class Fetcher {
   void run(const std::shared_ptr<Flight>& f);
   Expected<void, ReadError> download(const FileContent& c, BlockRange r, Deadline deadline);
   Expected<void, ReadError> verify_or_retry(const FileContent& c);
+  Expected<void, ReadError> verify_once(const FileContent& c);
   void finish(const std::shared_ptr<Flight>& f, std::optional<ReadError> error);
 
   cache::BlockStore& store_;
@@ -114,6 +115,10 @@ class Fetcher {
   std::deque<std::shared_ptr<Flight>> demand_q_;
   std::deque<std::shared_ptr<Flight>> prefetch_q_;
   std::unordered_map<cache::ContentId, Clock::time_point> quarantine_;
+  // Verifications in progress: hashing a whole file is the costliest step of a cold read, so
+  // concurrent requests to verify one content wait for the one running.
+  struct Verification;
+  std::unordered_map<cache::ContentId, std::shared_ptr<Verification>> verifying_;
   FetcherStats stats_;
   bool stopping_ = false;
   std::vector<std::thread> workers_;

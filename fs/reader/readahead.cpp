@@ -14,16 +14,19 @@ std::optional<Prefetch> Readahead::on_read(std::uint64_t offset, std::uint64_t l
     whole_file_ = true;
     return Prefetch{0, size_};
   }
-  // Sequential: this read starts where the last one ended (or overlaps its end a little, as
-  // the kernel's page-aligned readahead does).
-  const bool sequential = !first && offset <= next_ && next_ <= end;
+  // Sequential: this read starts near where the reads so far ended. The kernel sends several
+  // reads of a file at once (its own readahead, FUSE async reads) and they reach the request
+  // threads in any order, so "near" allows some slack on both sides.
+  const std::uint64_t slack = config_.sequential_slack;
+  const bool sequential = !first && offset + slack >= next_ && offset <= next_ + slack;
   if (sequential || (first && offset == 0)) {
     window_ = window_ == 0 ? config_.initial_window : std::min(window_ * 2, config_.max_window);
+    next_ = std::max(next_, end);
   } else {
     window_ = 0;
     fetched_until_ = 0;
+    next_ = end;
   }
-  next_ = end;
   if (window_ == 0) return std::nullopt;
   const std::uint64_t want_until = std::min(size_, end + window_);
   const std::uint64_t from = std::max(fetched_until_, end);

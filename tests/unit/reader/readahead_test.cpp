@@ -45,6 +45,14 @@ TEST(Readahead, AJumpResetsTheWindow) {
   EXPECT_TRUE(ra.on_read(50 * MiB + 4096, 4096));
 }
 
+TEST(Readahead, ReadsArrivingSlightlyOutOfOrderStaySequential) {
+  Readahead ra(cfg(), 100 * MiB, false);
+  ra.on_read(0, 128 * 1024);
+  // The kernel's async reads: 256K before 128K, then 512K, then 384K.
+  for (std::uint64_t off : {256 * 1024, 128 * 1024, 512 * 1024, 384 * 1024}) ra.on_read(off, 128 * 1024);
+  EXPECT_GT(ra.window(), 1 * MiB);
+}
+
 TEST(Readahead, RandomReadsFetchNothingAhead) {
   Readahead ra(cfg(), 256 * MiB, true);
   for (std::uint64_t off : {7 * MiB, 100 * MiB, 3 * MiB, 200 * MiB, 50 * MiB}) {

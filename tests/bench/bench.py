@@ -1,0 +1,333 @@
+#!/usr/bin/env python3
+"""wheelhouse-fs's own benchmark (issue #8): what the shared peer harness does not measure.
+
+    python3 tests/bench/bench.py [--rate 50m] [--many 10000,100000] [--reps 3] [--out FILE.md]
+
+Runs against a generated wheelhouse served by the Hub emulator, whose downloads go to a
+private nginx (the shared harness's server.sh), unthrottled and, with --rate, in WAN mode
+(nginx limit_rate per connection). Every figure is a ratio to a reference measured in the same
+run (a local folder, curl); absolute numbers on these shared machines are noisy.
+
+  time to first byte        open + read 1 byte of a cold wheel vs curl's first byte
+  ls -R / find, +N entries  cold and warm, with daemon RSS per entry, vs the local folder
+  8 parallel readers        8 different wheels at once, aggregate MiB/s, vs local page cache
+  pip install               --no-deps --force-reinstall --target of current/<pkg>/*.whl, cold
+                            and warm, vs the same wheel from a local folder
+  per test                  daemon CPU seconds and peak anonymous RSS
+"""
+import argparse
+import glob
+import hashlib
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SHARED = os.path.join(os.path.dirname(ROOT), "shared", "bench")
+sys.path.insert(0, os.path.join(ROOT, "tests", "fakehub"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+
+import gen_wheelhouse  # noqa: E402
+from fakehub_ctl import FakeHub  # noqa: E402
+from mounttest import is_mounted, wait_for  # noqa: E402
+
+BIN = os.environ.get("WHFS_BIN", os.path.join(ROOT, "build", "fs", "wheelhousefs"))
+REPO = "DoctorPopi/python_wheelhouse"
+MIB = 1 << 20
+
+
+class Proc:
+    """CPU seconds and peak anonymous RSS of a process, sampled."""
+
+    def __init__(self, pid):
+        self.pid = pid
+
+    def cpu(self):
+        with open(f"/proc/{self.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def anon_kib(self):
+        with open(f"/proc/{self.pid}/status") as f:
+            for line in f:
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1])
+        return 0
+
+    def measure(self, fn):
+        """Runs fn, returns (result, cpu seconds, peak anon MiB) of the daemon meanwhile."""
+        peak = [self.anon_kib()]
+        stop = threading.Event()
+
+        def sample():
+            while not stop.is_set():
+                try:
+                    peak[0] = max(peak[0], self.anon_kib())
+                except OSError:
+                    return
+                stop.wait(0.01)
+        t = threading.Thread(target=sample, daemon=True)
+        c0 = self.cpu()
+        t.start()
+        try:
+            r = fn()
+        finally:
+            stop.set()
+            t.join()
+        return r, self.cpu() - c0, peak[0] / 1024
+
+
+class Nginx:
+    """The shared harness's private nginx serving the tree (its server.sh)."""
+
+    def __init__(self, data_dir, work, rate):
+        self.env = dict(os.environ, DATA_DIR=data_dir, NGINX_PREFIX=os.path.join(work, "nginx"),
+                        BENCH_PORT=str(18180 + os.getpid() % 500), BENCH_LIMIT_RATE=rate or "0")
+        subprocess.run([os.path.join(SHARED, "server.sh"), "start"], env=self.env, check=True,
+                       stdout=subprocess.DEVNULL)
+        self.url = subprocess.run([os.path.join(SHARED, "server.sh"), "url"], env=self.env,
+                                  check=True, capture_output=True, text=True).stdout.strip()
+
+    def stop(self):
+        subprocess.run([os.path.join(SHARED, "server.sh"), "stop"], env=self.env,
+                       stdout=subprocess.DEVNULL)
+
+
+class Mount:
+    def __init__(self, hub, work, name, options=()):
+        self.mnt = os.path.join(work, name)
+        os.makedirs(self.mnt, exist_ok=True)
+        self.cache = os.path.join(work, name + "-cache")
+        opts = [f"endpoint={hub}", f"cache_dir={self.cache}", "log_level=warn"] + list(options)
+        self.log = open(os.path.join(work, name + ".log"), "ab")
+        self.proc = subprocess.Popen([BIN, "-f", "-o", ",".join(opts), REPO, self.mnt],
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        if not wait_for(lambda: is_mounted(self.mnt), timeout=60):
+            raise RuntimeError(f"mount failed, see {self.log.name}")
+        self.daemon = Proc(self.proc.pid)
+
+    def unmount(self):
+        subprocess.run(["fusermount3", "-u", self.mnt], check=False)
+        self.proc.wait(timeout=60)
+        self.log.close()
+
+
+def drop_page_cache(path):
+    fd = os.open(path, os.O_RDONLY)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+
+
+def timed(fn):
+    t0 = time.perf_counter()
+    r = fn()
+    return time.perf_counter() - t0, r
+
+
+def read_all(path, chunk=MIB):
+    n = 0
+    with open(path, "rb", buffering=0) as f:
+        while True:
+            b = f.read(chunk)
+            if not b:
+                return n
+            n += len(b)
+
+
+def first_byte(path):
+    with open(path, "rb", buffering=0) as f:
+        return f.read(1)
+
+
+def walk_count(root):
+    n = 0
+    for _, _, files in os.walk(root):
+        n += len(files)
+    return n
+
+
+def curl_first_byte(url):
+    r = subprocess.run(["curl", "-s", "-o", "/dev/null", "-r", "0-0", "-w", "%{time_starttransfer}",
+                        url], capture_output=True, text=True, check=True)
+    return float(r.stdout)
+
+
+def pip_install(wheels, target):
+    shutil.rmtree(target, ignore_errors=True)
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--root-user-action=ignore",
+                        "--no-index", "--no-deps", "--force-reinstall", "--target", target] + wheels,
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(r.stderr)
+
+
+def median(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+class Bench:
+    def __init__(self, args, work):
+        self.a = args
+        self.work = work
+        self.rows = []  # (test, value, reference, ratio text, cpu s, peak anon MiB)
+
+    def row(self, test, ours, ref, unit, cpu=None, anon=None, lower_is_better=True):
+        ratio = ours / ref if ref else float("nan")
+        self.rows.append((test, f"{ours:.4g} {unit}", f"{ref:.4g} {unit}" if ref else "—",
+                          f"{ratio:.2f}×" if ref else "—",
+                          "" if cpu is None else f"{cpu:.2f}", "" if anon is None else f"{anon:.0f}"))
+        print(f"{test}: {ours:.4g} {unit} vs {ref:.4g} {unit} ({ratio:.2f}x)", flush=True)
+
+    def run(self, rate):
+        label = f" [{rate}/conn]" if rate else " [unthrottled]"
+        data = os.path.join(self.work, "data")
+        gen_wheelhouse.generate(data, quiet=True)
+        tree = os.path.join(data, "tree")
+        with open(os.path.join(data, "manifest.json")) as f:
+            man = json.load(f)
+        nginx = Nginx(tree, self.work, rate)
+        hub = FakeHub({REPO: tree}, os.path.join(self.work, "hub"),
+                      extra_args=["--lfs", "all", "--redirect-base", nginx.url])
+        try:
+            self.first_byte(hub, man, nginx, label)
+            self.parallel_readers(hub, man, tree, label)
+            self.pip(hub, tree, label)
+        finally:
+            hub.stop()
+            nginx.stop()
+
+    def first_byte(self, hub, man, nginx, label):
+        rel = man["big_file"]
+        ours, ref = [], []
+        for rep in range(self.a.reps):
+            m = Mount(hub.hub, self.work, f"ttfb{rep}", ["nocurrent"])
+            try:
+                ours.append(timed(lambda: first_byte(os.path.join(m.mnt, rel)))[0])
+            finally:
+                m.unmount()
+            ref.append(curl_first_byte(nginx.url + rel.replace("+", "%2B")))
+        self.row("time to first byte, cold wheel (vs curl -r 0-0)" + label, median(ours) * 1000,
+                 median(ref) * 1000, "ms")
+
+    def parallel_readers(self, hub, man, tree, label):
+        wheels = sorted((p for p in man["files"] if p.endswith(".whl")),
+                        key=lambda p: -man["files"][p]["size"])[:8]
+        total = sum(man["files"][p]["size"] for p in wheels)
+
+        def read8(root):
+            ts = [threading.Thread(target=read_all, args=(os.path.join(root, p),)) for p in wheels]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+        ours, cpus, anons = [], [], []
+        for rep in range(self.a.reps):
+            m = Mount(hub.hub, self.work, f"par{rep}", ["nocurrent"])
+            try:
+                (secs, _), cpu, anon = m.daemon.measure(lambda: timed(lambda: read8(m.mnt)))
+                ours.append(total / secs / MIB)
+                cpus.append(cpu)
+                anons.append(anon)
+            finally:
+                m.unmount()
+        for p in wheels:
+            drop_page_cache(os.path.join(tree, p))
+        local = total / timed(lambda: read8(tree))[0] / MIB
+        self.row(f"8 parallel readers of 8 wheels ({total / MIB:.0f} MiB), cold, MiB/s (vs local disk)"
+                 + label, median(ours), local, "MiB/s", median(cpus), max(anons))
+
+    def pip(self, hub, tree, label):
+        opts = ["arch=sm89", "torch=2.9", "cuda=12.8"]
+        m = Mount(hub.hub, self.work, "pip", opts)
+        try:
+            pkgs = ["flash_attn", "natten"]
+            wheels = [w for p in pkgs for w in glob.glob(os.path.join(m.mnt, "current", p, "*.whl"))]
+            local = [os.path.join(tree, os.getxattr(w, "user.wheelhouse.source").decode()) for w in wheels]
+            size = sum(os.path.getsize(w) for w in local)
+            target = os.path.join(self.work, "site")
+            (cold, _), cpu, anon = m.daemon.measure(lambda: timed(lambda: pip_install(wheels, target)))
+            warm = median([timed(lambda: pip_install(wheels, target))[0] for _ in range(self.a.reps)])
+            ref = median([timed(lambda: pip_install(local, target))[0] for _ in range(self.a.reps)])
+            self.row(f"pip install {' '.join(pkgs)} ({size / MIB:.1f} MiB) cold (vs local folder)" + label,
+                     cold, ref, "s", cpu, anon)
+            self.row(f"pip install {' '.join(pkgs)} warm (vs local folder)" + label, warm, ref, "s")
+        finally:
+            m.unmount()
+
+    def listings(self, many):
+        data = os.path.join(self.work, f"many{many}")
+        gen_wheelhouse.generate(data, small=True, many=many, quiet=True)
+        tree = os.path.join(data, "tree")
+        entries = sum(len(d) + len(f) for _, d, f in os.walk(tree))
+        hub = FakeHub({REPO: tree}, os.path.join(self.work, f"hub-many{many}"), extra_args=["--lfs", "all"])
+        try:
+            for tool in ("ls -R", "find"):
+                cmd = ["ls", "-R"] if tool == "ls -R" else ["find"]
+                cold, warm, cpus, rss = [], [], [], []
+                for rep in range(self.a.reps):
+                    m = Mount(hub.hub, self.work, f"ls{many}-{rep}", ["nocurrent"])
+                    try:
+                        before = m.daemon.anon_kib()
+                        run = lambda: subprocess.run(cmd + [m.mnt], stdout=subprocess.DEVNULL, check=True)  # noqa: E731
+                        (secs, _), cpu, _ = m.daemon.measure(lambda: timed(run))
+                        cold.append(secs)
+                        cpus.append(cpu)
+                        rss.append((m.daemon.anon_kib() - before) * 1024 / entries)
+                        warm.append(timed(run)[0])
+                    finally:
+                        m.unmount()
+                local = lambda: subprocess.run(cmd + [tree], stdout=subprocess.DEVNULL, check=True)  # noqa: E731
+                local_warm = median([timed(local)[0] for _ in range(self.a.reps)])
+                self.row(f"`{tool}` +{many} entries ({entries} in all), cold (vs local warm)",
+                         median(cold), local_warm, "s", median(cpus))
+                self.row(f"`{tool}` +{many} entries, warm (vs local warm)", median(warm), local_warm, "s")
+                self.rows.append((f"daemon anon RSS per entry after `{tool}` +{many}",
+                                  f"{median(rss):.0f} B", "—", "—", "", ""))
+                print(f"RSS per entry: {median(rss):.0f} B", flush=True)
+        finally:
+            hub.stop()
+
+    def markdown(self):
+        out = ["| test | wheelhouse-fs | reference | ratio | daemon CPU s | peak anon MiB |",
+               "|---|---|---|---|---|---|"]
+        out += ["| " + " | ".join(r) + " |" for r in self.rows]
+        return "\n".join(out) + "\n"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--rate", default="", help="also run in WAN mode with this per-connection cap, e.g. 50m")
+    p.add_argument("--many", default="10000,100000", help="extra tiny entries for the listing tests")
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--out", default="")
+    p.add_argument("--skip-listings", action="store_true")
+    a = p.parse_args()
+    work = tempfile.mkdtemp(prefix="whfs-bench-")
+    b = Bench(a, work)
+    try:
+        b.run("")
+        if a.rate:
+            b.run(a.rate)
+        if not a.skip_listings:
+            for many in [int(x) for x in a.many.split(",") if x]:
+                b.listings(many)
+    finally:
+        for m in glob.glob(os.path.join(work, "*")):
+            if is_mounted(m):
+                subprocess.run(["fusermount3", "-u", "-z", m], check=False)
+        shutil.rmtree(work, ignore_errors=True)
+    md = b.markdown()
+    print(md)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(md)
+
+
+if __name__ == "__main__":
+    main()
