@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <random>
 
 #include "cache/guard.h"
 #include "cache/lmdb_block_cache.h"
@@ -46,6 +47,13 @@ Unexpected<CacheError> invalid(const std::string& what) {
 }
 
 }  // namespace
+
+// A new record's epoch is random, so that a record deleted and created again (by another
+// process) never looks like the one a running hash started on.
+std::uint32_t random_epoch() {
+  thread_local std::mt19937 rng(std::random_device{}());
+  return static_cast<std::uint32_t>(rng());
+}
 
 // ---- records ---------------------------------------------------------------------------
 
@@ -180,6 +188,7 @@ Result<void> LmdbBlockCache::drop_bad_blocks(const ContentId& id,
     rec.present -= std::min(rec.present, dropped);
     rec.verified = false;
     ++rec.epoch;
+    forget_hash(id);
     return store_record(s, id, *old, rec);
   });
   if (dropped > 0) {
@@ -222,10 +231,14 @@ Result<ContentState> LmdbBlockCache::put_blocks(const ContentId& id, std::uint64
             block_key(id, 0).size,
             BlockGeometry::kChecksumSize + geometry_.block_length(content_size, first + done + i));
       }
+      std::uint32_t epoch = 0;
+      bool skipped = false;
       auto ok = write(need, [&](WriteScope& s) -> lmdb::Res<void> {
-        return put_txn(s, id, content_size, first + done, chunk, &state);
+        return put_txn(s, id, content_size, first + done, chunk, &state, &epoch, &skipped);
       });
       if (!ok) return Unexpected<CacheError>{ok.error()};
+      // Bytes put are the stored bytes unless a block was there already (then read it back).
+      advance_hash(id, content_size, first + done, chunk, !skipped, epoch);
       done += m;
     } while (done < n);
     return state;
@@ -234,7 +247,8 @@ Result<ContentState> LmdbBlockCache::put_blocks(const ContentId& id, std::uint64
 
 lmdb::Res<void> LmdbBlockCache::put_txn(WriteScope& s, const ContentId& id,
                                         std::uint64_t content_size, std::uint32_t first,
-                                        std::span<const std::byte> data, ContentState* state) {
+                                        std::span<const std::byte> data, ContentState* state,
+                                        std::uint32_t* epoch, bool* skipped) {
   const std::uint32_t total = geometry_.block_count(content_size);
   auto old = load_record(s.txn, id);
   if (!old) return Unexpected<lmdb::Error>{old.error()};
@@ -245,7 +259,7 @@ lmdb::Res<void> LmdbBlockCache::put_txn(WriteScope& s, const ContentId& id,
     if (auto r = purge_content(s, id); !r) return Unexpected<lmdb::Error>{r.error()};
     old->reset();
   }
-  ContentRecord rec = old->value_or(ContentRecord{content_size, 0, total, 0, false, 0});
+  ContentRecord rec = old->value_or(ContentRecord{content_size, 0, total, random_epoch(), false, 0});
   const std::uint32_t bs = geometry_.block_size();
   for (std::size_t off = 0, index = first; off < data.size(); off += bs, ++index) {
     const auto payload = data.subspan(off, std::min<std::size_t>(bs, data.size() - off));
@@ -253,7 +267,10 @@ lmdb::Res<void> LmdbBlockCache::put_txn(WriteScope& s, const ContentId& id,
     const std::size_t value_size = BlockGeometry::kChecksumSize + payload.size();
     auto slot = s.txn.reserve_new(dbs_.blocks, key.bytes(), value_size);
     if (!slot) return Unexpected<lmdb::Error>{slot.error()};
-    if (!*slot) continue;  // already stored (by us earlier, another thread or process)
+    if (!*slot) {  // already stored (by us earlier, another thread or process)
+      *skipped = true;
+      continue;
+    }
     // MDB_RESERVE: the only copy of the payload, straight into LMDB's page.
     store_le64((*slot)->data(), block_checksum(key.bytes(), payload));
     std::memcpy((*slot)->data() + BlockGeometry::kChecksumSize, payload.data(), payload.size());
@@ -264,7 +281,81 @@ lmdb::Res<void> LmdbBlockCache::put_txn(WriteScope& s, const ContentId& id,
   }
   rec.last_access_ms = std::max(rec.last_access_ms, s.now_ms);
   *state = state_of(rec);
+  *epoch = rec.epoch;
   return store_record(s, id, *old, rec);
+}
+
+// ---- running hash ------------------------------------------------------------------------
+
+void LmdbBlockCache::advance_hash(const ContentId& id, std::uint64_t content_size,
+                                  std::uint32_t first, std::span<const std::byte> data,
+                                  bool exact, std::uint32_t epoch) {
+  std::shared_ptr<RunningHash> h;
+  {
+    std::lock_guard lock(hashes_mu_);
+    auto it = hashes_.find(id);
+    if (it != hashes_.end()) {
+      h = it->second;
+    } else if (first == 0) {
+      h = hashes_.emplace(id, std::make_shared<RunningHash>()).first->second;
+    } else {
+      return;  // the front has not arrived: nothing to hash yet
+    }
+  }
+  std::lock_guard lock(h->mu);
+  if (!h->hasher) {
+    h->hasher.emplace(id.kind() == ContentId::Kind::kSha256 ? Hasher(HashAlgo::kSha256)
+                                                            : git_blob_hasher(content_size));
+    h->epoch = epoch;
+  }
+  if (h->epoch != epoch) {  // blocks were deleted since it started
+    forget_hash(id);
+    return;
+  }
+  const std::uint32_t bs = geometry_.block_size();
+  const auto n = static_cast<std::uint32_t>((data.size() + bs - 1) / bs);
+  if (exact && first <= h->next && h->next < first + n) {
+    h->hasher->update(data.subspan(std::size_t{h->next - first} * bs));
+    h->next = first + n;
+  }
+  // Blocks that came out of order may follow: hash them from the store up to the next gap.
+  const std::uint32_t total = geometry_.block_count(content_size);
+  if (h->next >= total) return;
+  const ContentKey prefix = content_key(id);
+  auto ok = read([&](ReadTxnPool::Reader& rd) -> lmdb::Res<void> {
+    for (auto e = rd.cursor.seek(block_key(id, h->next).bytes()); h->next < total;
+         e = rd.cursor.next()) {
+      if (!e) return Unexpected<lmdb::Error>{e.error()};
+      const auto index = *e ? block_index_in((*e)->key, prefix.bytes()) : std::nullopt;
+      if (!index || *index != h->next) break;
+      const auto payload = checked_payload((*e)->key, (*e)->value);
+      if (!payload || payload->size() != geometry_.block_length(content_size, h->next)) break;
+      h->hasher->update(*payload);
+      ++h->next;
+    }
+    return {};
+  });
+  if (!ok) forget_hash(id);
+}
+
+std::optional<std::vector<std::uint8_t>> LmdbBlockCache::take_running_digest(
+    const ContentId& id, std::uint32_t total, std::uint32_t epoch) {
+  std::shared_ptr<RunningHash> h;
+  {
+    std::lock_guard lock(hashes_mu_);
+    auto it = hashes_.find(id);
+    if (it == hashes_.end()) return std::nullopt;
+    h = it->second;
+    hashes_.erase(it);
+  }
+  std::lock_guard lock(h->mu);
+  if (!h->hasher || h->next != total || h->epoch != epoch) return std::nullopt;
+  return h->hasher->finish();
+}
+
+void LmdbBlockCache::forget_hash(const ContentId& id) {
+  std::lock_guard lock(hashes_mu_);
+  hashes_.erase(id);
 }
 
 // ---- verify ----------------------------------------------------------------------------
@@ -288,7 +379,13 @@ Result<ContentState> LmdbBlockCache::verify(const ContentId& id, std::uint64_t c
   if (!rec || rec->size != content_size) return ContentState{0, total, false};
   if (!rec->complete() || (rec->verified && !force)) return state_of(*rec);
 
-  auto hashed = hash_content(id, content_size);
+  // The hash computed while the blocks arrived, when it covers them all; else a full pass.
+  Result<std::optional<std::vector<std::uint8_t>>> hashed = std::optional<std::vector<std::uint8_t>>();
+  if (auto running = force ? std::nullopt : take_running_digest(id, total, rec->epoch)) {
+    hashed = std::optional<std::vector<std::uint8_t>>(std::move(*running));
+  } else {
+    hashed = hash_content(id, content_size);
+  }
   if (!hashed) return Unexpected<CacheError>{hashed.error()};
   if (!*hashed) {
     // Blocks went missing (evicted, or failed their checksum) while hashing.

@@ -54,6 +54,7 @@ lmdb::Res<bool> LmdbBlockCache::has_live_lease(WriteScope& s, const ContentId& i
 }
 
 lmdb::Res<bool> LmdbBlockCache::purge_content(WriteScope& s, const ContentId& id) {
+  forget_hash(id);
   auto old = load_record(s.txn, id);
   if (!old) return lmdb_fail(old);
   const ContentKey prefix = content_key(id);

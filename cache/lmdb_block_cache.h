@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "cache/block_cache.h"
+#include "fs/common/hash.h"
 #include "cache/lmdb.h"
 #include "cache/read_txn_pool.h"
 #include "cache/records.h"
@@ -162,9 +163,30 @@ class LmdbBlockCache final : public BlockCache {
   std::uint64_t high_water() const;
   std::uint64_t low_water() const;
   Result<void> drop_bad_blocks(const ContentId& id, const std::vector<std::uint32_t>& bad);
+  // Whole-content hashing as blocks arrive in order, so that verifying a file downloaded front
+  // to back needs no second pass over it at the end (the hash runs beside the downloads). It
+  // stands for the stored content only if no block was deleted since it started: deletions in
+  // this process drop it, and the record's epoch (random when a record is created, bumped on
+  // every deletion) catches other processes' deletions.
+  struct RunningHash {
+    std::mutex mu;  // guards the fields; held while hashing (reads, never a write txn)
+    std::optional<Hasher> hasher;
+    std::uint32_t next = 0;  // blocks hashed so far
+    std::uint32_t epoch = 0;
+  };
+  void advance_hash(const ContentId& id, std::uint64_t content_size, std::uint32_t first,
+                    std::span<const std::byte> data, bool exact, std::uint32_t epoch);
+  std::optional<std::vector<std::uint8_t>> take_running_digest(const ContentId& id,
+                                                               std::uint32_t total,
+                                                               std::uint32_t epoch);
+  void forget_hash(const ContentId& id);
+  std::mutex hashes_mu_;  // guards hashes_; a leaf lock
+  std::unordered_map<ContentId, std::shared_ptr<RunningHash>> hashes_;
+
   lmdb::Res<void> put_txn(WriteScope& s, const ContentId& id, std::uint64_t content_size,
                           std::uint32_t first, std::span<const std::byte> data,
-                          ContentState* state);
+                          ContentState* state,
+                          std::uint32_t* epoch, bool* skipped);
   Result<ContentState> verify(const ContentId& id, std::uint64_t content_size, bool force);
   // The digest of the whole content, or nullopt when a block is missing or bad.
   Result<std::optional<std::vector<std::uint8_t>>> hash_content(const ContentId& id,

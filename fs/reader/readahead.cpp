@@ -16,21 +16,31 @@ std::optional<Prefetch> Readahead::on_read(std::uint64_t offset, std::uint64_t l
   }
   // Sequential: this read starts near where the reads so far ended. The kernel sends several
   // reads of a file at once (its own readahead, FUSE async reads) and they reach the request
-  // threads in any order, so "near" allows some slack on both sides.
-  const std::uint64_t slack = config_.sequential_slack;
+  // threads in any order, so "near" allows some slack on both sides, scaled to the read size
+  // so that small random reads rarely look sequential by chance.
+  const std::uint64_t slack = std::min(config_.sequential_slack, std::max<std::uint64_t>(
+                                                                     8 * length, 128 << 10));
   const bool sequential = !first && offset + slack >= next_ && offset <= next_ + slack;
   if (sequential || (first && offset == 0)) {
-    window_ = window_ == 0 ? config_.initial_window : std::min(window_ * 2, config_.max_window);
+    ++run_;
     next_ = std::max(next_, end);
   } else {
+    run_ = 0;
     window_ = 0;
     fetched_until_ = 0;
     next_ = end;
   }
-  if (window_ == 0) return std::nullopt;
+  // A read from the start, or a second sequential read in a row, starts the window.
+  if (run_ == 0 || (run_ == 1 && offset != 0)) return std::nullopt;
+  window_ = window_ == 0 ? config_.initial_window : std::min(window_ * 2, config_.max_window);
   const std::uint64_t want_until = std::min(size_, end + window_);
   const std::uint64_t from = std::max(fetched_until_, end);
-  if (want_until <= from) return std::nullopt;
+  // Ask in batches of at least half a window, so that downloads are large requests rather
+  // than one per kernel read.
+  if (want_until <= from || (fetched_until_ > end && want_until - from < window_ / 2 &&
+                             want_until < size_)) {
+    return std::nullopt;
+  }
   fetched_until_ = want_until;
   return Prefetch{from, want_until - from};
 }

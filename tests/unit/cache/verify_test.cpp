@@ -64,6 +64,36 @@ TEST_F(VerifyTest, ServableReadsHideACompleteUnverifiedContent) {
   EXPECT_TRUE(shown->empty());
 }
 
+TEST_F(VerifyTest, OutOfOrderPutsVerifyLikeInOrderOnes) {
+  // The running hash follows blocks in order; pieces that arrive early are hashed from the store
+  // once the gap before them closes.
+  const std::uint32_t bs = cache_->block_size();
+  const auto bytes = make_bytes(7 * bs + 5, 11);
+  const auto id = testing::sha256_of(bytes);
+  const auto piece = [&](std::uint32_t first, std::uint32_t n) {
+    const std::size_t off = std::size_t{first} * bs;
+    return std::span(bytes).subspan(off, std::min(bytes.size() - off, std::size_t{n} * bs));
+  };
+  ASSERT_TRUE(cache_->put_blocks(id, bytes.size(), 4, piece(4, 4)));
+  ASSERT_TRUE(cache_->put_blocks(id, bytes.size(), 0, piece(0, 2)));
+  ASSERT_TRUE(cache_->put_blocks(id, bytes.size(), 2, piece(2, 2)));
+  auto st = cache_->verify_content(id, bytes.size());
+  ASSERT_TRUE(st) << st.error().message;
+  EXPECT_TRUE(st->verified);
+
+  // Wrong bytes in order: the running hash catches them too, and every block goes.
+  auto wrong = bytes;
+  wrong[3 * bs] ^= std::byte{1};
+  const auto id2 = testing::sha256_of(bytes);  // the id of the right bytes
+  TempDir other;
+  auto c2 = testing::open_or_die(testing::test_options(other.path()));
+  testing::put_all(*c2, id2, wrong);
+  auto bad = c2->verify_content(id2, wrong.size());
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().kind, CacheError::Kind::kCorrupt);
+  EXPECT_EQ(c2->content_state(id2).value(), std::nullopt);
+}
+
 TEST_F(VerifyTest, GitBlobContentVerifies) {
   const auto bytes = make_bytes(2 * cache_->block_size(), 2);
   const auto id = testing::git_blob_of(bytes);
