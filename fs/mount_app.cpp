@@ -123,6 +123,7 @@ class MountApp {
     rc.fetcher.workers = o_.connections;
     rc.fetcher.max_request = std::max<std::uint64_t>(1 << 20, o_.readahead / o_.connections);
     rc.readahead.max_window = std::max<std::uint64_t>(1 << 20, o_.readahead);
+    rc.readahead.batch = rc.fetcher.max_request;
     reader_ = std::make_unique<reader::Reader>(*cache_, hub_ ? *hub_ : null_hub(), rc);
     fs_ = std::make_unique<Filesystem>(*names_, *reader_,
                                        FilesystemConfig{o_.read_timeout, repo_.id, o_.revision,

@@ -32,12 +32,14 @@ std::optional<Prefetch> Readahead::on_read(std::uint64_t offset, std::uint64_t l
   }
   // A read from the start, or a second sequential read in a row, starts the window.
   if (run_ == 0 || (run_ == 1 && offset != 0)) return std::nullopt;
-  window_ = window_ == 0 ? config_.initial_window : std::min(window_ * 2, config_.max_window);
+  // Quadrupling reaches a full window in three reads: a reader that keeps going gets every
+  // connection soon, which is what a CDN that caps each stream rewards.
+  window_ = window_ == 0 ? config_.initial_window : std::min(window_ * 4, config_.max_window);
   const std::uint64_t want_until = std::min(size_, end + window_);
   const std::uint64_t from = std::max(fetched_until_, end);
-  // Ask in batches of at least half a window, so that downloads are large requests rather
-  // than one per kernel read.
-  if (want_until <= from || (fetched_until_ > end && want_until - from < window_ / 2 &&
+  // Ask in pieces of at least one download request, so that downloads are large requests
+  // rather than one per kernel read, and the window stays full as requests complete.
+  if (want_until <= from || (fetched_until_ > end && want_until - from < config_.batch &&
                              want_until < size_)) {
     return std::nullopt;
   }

@@ -10,10 +10,12 @@
 namespace whfs::reader {
 
 struct ReadaheadConfig {
-  std::uint64_t initial_window = 1ull << 20;
+  std::uint64_t initial_window = 4ull << 20;
   std::uint64_t max_window = 32ull << 20;
   // How far from the end of the reads so far a read may start and still count as sequential.
   std::uint64_t sequential_slack = 2ull << 20;
+  // The smallest piece asked for ahead (one download request).
+  std::uint64_t batch = 4ull << 20;
   // A first read within this many bytes of the end of a wheel starts a whole-file prefetch
   // (for wheels up to whole_file_max bytes).
   std::uint64_t zip_tail = 128ull << 10;
