@@ -4,7 +4,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include <mutex>
 #include <vector>
@@ -39,19 +38,9 @@ std::string trim(std::string_view s) {
   return std::string(s);
 }
 
-// The sockets a handle has open (its connection cache), so that each arriving body can be
-// acknowledged at once: a server that holds back the tail of a response until its earlier
-// segments are acknowledged (Nagle after TCP_CORK, as nginx's tcp_nopush with sendfile does)
-// otherwise waits for our delayed ACK, 40 ms on every response a little over one segment.
-// TCP_QUICKACK does not stay set, so it is set again for each piece of body.
-struct SocketSet {
-  std::mutex mu;
-  std::vector<curl_socket_t> fds;
-};
-
 // State of one transfer, reached from the curl callbacks.
 struct Transfer {
-  SocketSet* sockets = nullptr;
+  CURL* curl = nullptr;
   const BodySink* sink = nullptr;
   HttpResponse response;
   std::size_t max_body = 0;
@@ -83,33 +72,24 @@ std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
   return size * n;
 }
 
-int on_sockopt(void* user, curl_socket_t fd, curlsocktype) {
-  auto* set = static_cast<SocketSet*>(user);
-  std::lock_guard lock(set->mu);
-  set->fds.push_back(fd);
-  return CURL_SOCKOPT_OK;
-}
-
-int on_close_socket(void* user, curl_socket_t fd) {
-  auto* set = static_cast<SocketSet*>(user);
-  {
-    std::lock_guard lock(set->mu);
-    std::erase(set->fds, fd);
+// Each arriving piece of body is acknowledged at once: a server that holds back the tail of a
+// response until its earlier segments are acknowledged (Nagle after TCP_CORK, as nginx's
+// tcp_nopush with sendfile does) otherwise waits for our delayed ACK, 40 ms on every response a
+// little over one segment. TCP_QUICKACK does not stay set, so it is set again for each piece,
+// on the transfer's own socket only.
+void ack_now(CURL* curl) {
+  curl_socket_t fd = CURL_SOCKET_BAD;
+  if (curl_easy_getinfo(curl, CURLINFO_ACTIVESOCKET, &fd) != CURLE_OK || fd == CURL_SOCKET_BAD) {
+    return;
   }
-  return ::close(fd);
-}
-
-void ack_now(SocketSet* set) {
-  if (set == nullptr) return;
-  std::lock_guard lock(set->mu);
   const int one = 1;
-  for (curl_socket_t fd : set->fds) ::setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);
 }
 
 std::size_t on_body(char* data, std::size_t size, std::size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);
   const std::size_t len = size * n;
-  ack_now(t->sockets);
+  ack_now(t->curl);
   const int status = t->response.status;
   if (t->sink != nullptr && *t->sink && status >= 200 && status < 300) {
     t->response.body_bytes += len;
@@ -190,7 +170,6 @@ struct HttpTransport::Share {
 
 struct HttpTransport::Handle {
   CURL* curl = nullptr;
-  SocketSet sockets;
   explicit Handle(CURLSH* share) {
     curl = curl_easy_init();
     if (curl == nullptr) throw std::runtime_error("curl_easy_init failed");
@@ -268,7 +247,7 @@ Expected<HttpResponse, TransferError> HttpTransport::perform(const HttpRequest& 
     return unexpected(TransferError{TransferError::Kind::kTimeout, "deadline passed", 0});
   }
   Transfer t;
-  t.sockets = &handle->sockets;
+  t.curl = handle->curl;
   t.sink = &sink;
   t.max_body = config_.max_body;
   t.cancelled = &cancelled_;
@@ -298,10 +277,6 @@ Expected<HttpResponse, TransferError> HttpTransport::perform(const HttpRequest& 
   curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
   curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
   curl_easy_setopt(c, CURLOPT_XFERINFODATA, &t);
-  curl_easy_setopt(c, CURLOPT_SOCKOPTFUNCTION, on_sockopt);
-  curl_easy_setopt(c, CURLOPT_SOCKOPTDATA, &handle->sockets);
-  curl_easy_setopt(c, CURLOPT_CLOSESOCKETFUNCTION, on_close_socket);
-  curl_easy_setopt(c, CURLOPT_CLOSESOCKETDATA, &handle->sockets);
   if (!config_.proxy.empty()) curl_easy_setopt(c, CURLOPT_PROXY, config_.proxy.c_str());
   if (req.method == "HEAD") {
     curl_easy_setopt(c, CURLOPT_NOBODY, 1L);

@@ -93,7 +93,7 @@ std::shared_ptr<Fetcher::Flight> Fetcher::start_flight_locked(const FileContent&
 
 Expected<void, ReadError> Fetcher::fetch(const FileContent& content,
                                          const std::vector<std::uint32_t>& missing,
-                                         Deadline deadline) {
+                                         Deadline deadline, std::optional<BlockRange> then) {
   std::vector<std::shared_ptr<Flight>> waits;
   {
     std::lock_guard lock(mu_);
@@ -122,6 +122,7 @@ Expected<void, ReadError> Fetcher::fetch(const FileContent& content,
     for (const auto& r : coalesce(todo, max_blocks_)) {
       waits.push_back(start_flight_locked(content, r, true, deadline));
     }
+    if (then) prefetch_locked(content, *then);
   }
   work_cv_.notify_all();
   for (const auto& f : waits) {
@@ -139,15 +140,19 @@ void Fetcher::prefetch(const FileContent& content, BlockRange range) {
   {
     std::lock_guard lock(mu_);
     if (stopping_) return;
-    std::vector<std::uint32_t> todo;
-    for (std::uint32_t b = range.first; b < range.end(); ++b) {
-      if (inflight_.count(Key{content.id, b}) == 0) todo.push_back(b);
-    }
-    for (const auto& r : coalesce(todo, max_blocks_)) {
-      start_flight_locked(content, r, false, std::nullopt);
-    }
+    prefetch_locked(content, range);
   }
   work_cv_.notify_all();
+}
+
+void Fetcher::prefetch_locked(const FileContent& content, BlockRange range) {
+  std::vector<std::uint32_t> todo;
+  for (std::uint32_t b = range.first; b < range.end(); ++b) {
+    if (inflight_.count(Key{content.id, b}) == 0) todo.push_back(b);
+  }
+  for (const auto& r : coalesce(todo, max_blocks_)) {
+    start_flight_locked(content, r, false, std::nullopt);
+  }
 }
 
 bool Fetcher::quarantined(const cache::ContentId& id) {

@@ -67,9 +67,12 @@ class Fetcher {
   Fetcher& operator=(const Fetcher&) = delete;
 
   // Downloads the given missing blocks (sorted) into the cache, or waits for the downloads
-  // already in flight for them. Returns when all are done or the deadline passes.
+  // already in flight for them. Returns when all are done or the deadline passes. `then` is
+  // queued as a prefetch after the demand downloads are, so that a readahead window never
+  // takes the blocks this read waits for into one of its larger requests.
   Expected<void, ReadError> fetch(const FileContent& content,
-                                  const std::vector<std::uint32_t>& missing, Deadline deadline);
+                                  const std::vector<std::uint32_t>& missing, Deadline deadline,
+                                  std::optional<BlockRange> then = std::nullopt);
 
   // Queues a background download of a block range; blocks already in flight are skipped.
   void prefetch(const FileContent& content, BlockRange range);
@@ -95,6 +98,7 @@ class Fetcher {
     }
   };
 
+  void prefetch_locked(const FileContent& content, BlockRange range);
   std::shared_ptr<Flight> start_flight_locked(const FileContent& c, BlockRange r, bool demand,
                                               std::optional<Deadline> deadline);
   void worker();

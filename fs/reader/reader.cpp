@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <optional>
+#include <utility>
 #include <vector>
 
 namespace whfs::reader {
@@ -38,12 +40,18 @@ Expected<void, ReadError> Reader::read(OpenFile& file, std::uint64_t offset, std
                                 c.path + ": its download did not match its hash"});
   }
   const std::uint32_t bs = store_.block_size();
+  // The readahead this read starts is queued after the read's own downloads (a window that
+  // begins inside the read's last block would otherwise make the read wait for all of it).
+  std::optional<BlockRange> ahead;
   {
     std::lock_guard lock(file.mu_);
     if (auto pf = file.ra_.on_read(offset, size)) {
-      fetcher_.prefetch(c, blocks_for(pf->offset, pf->length, c.size, bs));
+      ahead = blocks_for(pf->offset, pf->length, c.size, bs);
     }
   }
+  const auto start_ahead = [&] {
+    if (ahead) fetcher_.prefetch(c, *std::exchange(ahead, std::nullopt));
+  };
   const BlockRange range = blocks_for(offset, size, c.size, bs);
   const std::uint64_t end = offset + size;
   for (int attempt = 0; attempt < 3; ++attempt) {
@@ -63,14 +71,17 @@ Expected<void, ReadError> Reader::read(OpenFile& file, std::uint64_t offset, std
     };
     auto missing = store_.read_blocks(c.id, c.size, range.first, range.count, on_block,
                                       cache::BlockStore::ReadMode::kServable);
-    if (replied) return {};
+    if (replied) {
+      start_ahead();
+      return {};
+    }
     if (!missing) {
       spdlog::warn("{}: cache read failed ({}); reading from the Hub", c.path,
                    missing.error().message);
       break;
     }
     if (missing->empty()) continue;  // present but not servable yet (being verified)
-    if (auto r = fetcher_.fetch(c, *missing, deadline); !r) {
+    if (auto r = fetcher_.fetch(c, *missing, deadline, std::exchange(ahead, std::nullopt)); !r) {
       // A download this read joined may have ended with an earlier reader's deadline: try
       // again while this read still has time.
       if (r.error().kind == ReadError::Kind::kTimedOut && Clock::now() < deadline) continue;
@@ -81,6 +92,7 @@ Expected<void, ReadError> Reader::read(OpenFile& file, std::uint64_t offset, std
                                   c.path + ": its download did not match its hash"});
     }
   }
+  start_ahead();
   if (Clock::now() >= deadline) {
     return unexpected(ReadError{ReadError::Kind::kTimedOut, c.path + ": no data before the read deadline"});
   }

@@ -225,15 +225,7 @@ class HubHandler(Handler):
         recursive = qbool(self.q("recursive"))
         expand = qbool(self.q("expand"))
         if recursive:
-            dirs, files, todo = [], [], [path]
-            while todo:
-                d = todo.pop()
-                sub_dirs, sub_files = commit.dirs[d]
-                dirs.extend(sub_dirs)
-                files.extend(sub_files)
-                todo.extend(sub_dirs)
-            dirs.sort(key=str.encode)
-            files.sort(key=str.encode)
+            dirs, files = commit.subtree(path)
         else:
             dirs, files = commit.dirs[path]
         items = [(d, True) for d in dirs] + [(f, False) for f in files]

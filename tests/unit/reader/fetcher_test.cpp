@@ -112,6 +112,28 @@ TEST_F(FetcherTest, AReaderJoiningAQueuedPrefetchPromotesIt) {
   EXPECT_GE(f.stats().waits_joined, 1u);
 }
 
+TEST_F(FetcherTest, AReadNeverWaitsForTheReadaheadItStarts) {
+  // The window a first read opens begins inside the read's own block; the read's block must
+  // still come in a request of its own, queued before the window.
+  FetcherConfig fc = config();
+  fc.workers = 1;
+  ReadaheadConfig ra;
+  ra.initial_window = 8 * kBlock;
+  ra.batch = 4 * kBlock;
+  Reader r(store, hub, ReaderConfig{fc, ra});
+  auto f = r.open(content, false);
+  EXPECT_EQ(read(r, *f, 0, 10), bytes.substr(0, 10));
+  {
+    std::lock_guard lock(hub.mu_);
+    ASSERT_FALSE(hub.ranges.empty());
+    EXPECT_EQ(hub.ranges[0], (std::pair<std::uint64_t, std::size_t>{0, kBlock}));
+  }
+  // The window still comes: blocks 1..8 are fetched in the background.
+  for (int i = 0; i < 200 && hub.calls < 3; ++i) std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(hub.calls, 3);  // block 0, then 1-4 and 5-8
+  r.release(*f);
+}
+
 TEST_F(FetcherTest, ReaderServesExactBytesAndVerifiesTheWholeContent) {
   Reader r(store, hub, ReaderConfig{config(), {}});
   auto f = r.open(content, false);
