@@ -259,7 +259,8 @@ lmdb::Res<void> LmdbBlockCache::put_txn(WriteScope& s, const ContentId& id,
     if (auto r = purge_content(s, id); !r) return Unexpected<lmdb::Error>{r.error()};
     old->reset();
   }
-  ContentRecord rec = old->value_or(ContentRecord{content_size, 0, total, random_epoch(), false, 0});
+  ContentRecord rec =
+      old->value_or(ContentRecord{content_size, 0, total, random_epoch(), false, 0});
   const std::uint32_t bs = geometry_.block_size();
   for (std::size_t off = 0, index = first; off < data.size(); off += bs, ++index) {
     const auto payload = data.subspan(off, std::min<std::size_t>(bs, data.size() - off));
@@ -288,8 +289,8 @@ lmdb::Res<void> LmdbBlockCache::put_txn(WriteScope& s, const ContentId& id,
 // ---- running hash ------------------------------------------------------------------------
 
 void LmdbBlockCache::advance_hash(const ContentId& id, std::uint64_t content_size,
-                                  std::uint32_t first, std::span<const std::byte> data,
-                                  bool exact, std::uint32_t epoch) {
+                                  std::uint32_t first, std::span<const std::byte> data, bool exact,
+                                  std::uint32_t epoch) {
   std::shared_ptr<RunningHash> h;
   {
     std::lock_guard lock(hashes_mu_);
@@ -338,8 +339,9 @@ void LmdbBlockCache::advance_hash(const ContentId& id, std::uint64_t content_siz
   if (!ok) forget_hash(id);
 }
 
-std::optional<std::vector<std::uint8_t>> LmdbBlockCache::take_running_digest(
-    const ContentId& id, std::uint32_t total, std::uint32_t epoch) {
+std::optional<std::vector<std::uint8_t>> LmdbBlockCache::take_running_digest(const ContentId& id,
+                                                                             std::uint32_t total,
+                                                                             std::uint32_t epoch) {
   std::shared_ptr<RunningHash> h;
   {
     std::lock_guard lock(hashes_mu_);
@@ -380,7 +382,8 @@ Result<ContentState> LmdbBlockCache::verify(const ContentId& id, std::uint64_t c
   if (!rec->complete() || (rec->verified && !force)) return state_of(*rec);
 
   // The hash computed while the blocks arrived, when it covers them all; else a full pass.
-  Result<std::optional<std::vector<std::uint8_t>>> hashed = std::optional<std::vector<std::uint8_t>>();
+  Result<std::optional<std::vector<std::uint8_t>>> hashed =
+      std::optional<std::vector<std::uint8_t>>();
   if (auto running = force ? std::nullopt : take_running_digest(id, total, rec->epoch)) {
     hashed = std::optional<std::vector<std::uint8_t>>(std::move(*running));
   } else {

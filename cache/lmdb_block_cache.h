@@ -31,11 +31,11 @@
 #include <vector>
 
 #include "cache/block_cache.h"
-#include "fs/common/hash.h"
 #include "cache/lmdb.h"
 #include "cache/read_txn_pool.h"
 #include "cache/records.h"
 #include "cache/session.h"
+#include "fs/common/hash.h"
 
 namespace whfs::cache {
 
@@ -184,8 +184,7 @@ class LmdbBlockCache final : public BlockCache {
   std::unordered_map<ContentId, std::shared_ptr<RunningHash>> hashes_;
 
   lmdb::Res<void> put_txn(WriteScope& s, const ContentId& id, std::uint64_t content_size,
-                          std::uint32_t first, std::span<const std::byte> data,
-                          ContentState* state,
+                          std::uint32_t first, std::span<const std::byte> data, ContentState* state,
                           std::uint32_t* epoch, bool* skipped);
   Result<ContentState> verify(const ContentId& id, std::uint64_t content_size, bool force);
   // The digest of the whole content, or nullopt when a block is missing or bad.

@@ -27,21 +27,30 @@ Filesystem::Filesystem(ns::Namespace& names, reader::Reader& reader, FilesystemC
 
 FsErr Filesystem::convert(const ns::FsError& e) {
   switch (e.code) {
-    case ns::FsErrc::kNotFound: return {FsErrorKind::kNotFound, e.message};
-    case ns::FsErrc::kNotDir: return {FsErrorKind::kNotDir, e.message};
-    case ns::FsErrc::kIsDir: return {FsErrorKind::kIsDir, e.message};
-    case ns::FsErrc::kAccess: return {FsErrorKind::kAccess, e.message};
-    case ns::FsErrc::kTimedOut: return {FsErrorKind::kTimedOut, e.message};
-    case ns::FsErrc::kIo: return {FsErrorKind::kIo, e.message};
+    case ns::FsErrc::kNotFound:
+      return {FsErrorKind::kNotFound, e.message};
+    case ns::FsErrc::kNotDir:
+      return {FsErrorKind::kNotDir, e.message};
+    case ns::FsErrc::kIsDir:
+      return {FsErrorKind::kIsDir, e.message};
+    case ns::FsErrc::kAccess:
+      return {FsErrorKind::kAccess, e.message};
+    case ns::FsErrc::kTimedOut:
+      return {FsErrorKind::kTimedOut, e.message};
+    case ns::FsErrc::kIo:
+      return {FsErrorKind::kIo, e.message};
   }
   return {FsErrorKind::kIo, e.message};
 }
 
 FsErr Filesystem::convert(const reader::ReadError& e) {
   switch (e.kind) {
-    case reader::ReadError::Kind::kAccess: return {FsErrorKind::kAccess, e.message};
-    case reader::ReadError::Kind::kTimedOut: return {FsErrorKind::kTimedOut, e.message};
-    default: return {FsErrorKind::kIo, e.message};
+    case reader::ReadError::Kind::kAccess:
+      return {FsErrorKind::kAccess, e.message};
+    case reader::ReadError::Kind::kTimedOut:
+      return {FsErrorKind::kTimedOut, e.message};
+    default:
+      return {FsErrorKind::kIo, e.message};
   }
 }
 

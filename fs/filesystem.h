@@ -59,9 +59,7 @@ class Filesystem {
   FsStats statfs();
 
   // The JSON behind user.wheelhouse.status on the root (set by the mount).
-  void set_status_provider(std::function<std::string()> provider) {
-    status_ = std::move(provider);
-  }
+  void set_status_provider(std::function<std::string()> provider) { status_ = std::move(provider); }
 
  private:
   static FsErr convert(const ns::FsError& e);

@@ -8,16 +8,16 @@
 namespace whfs {
 
 enum class FsErrorKind {
-  kNotFound,   // ENOENT
-  kNotDir,     // ENOTDIR
-  kIsDir,      // EISDIR
-  kReadOnly,   // EROFS
-  kIo,         // EIO: the Hub failed, a download was corrupt, the cache failed
-  kAccess,     // EACCES: the Hub refused us (token, gated repo)
-  kTimedOut,   // EIO too (a read must not report ETIMEDOUT to tools that do not expect it)
-  kNoAttr,     // ENODATA: no such extended attribute
-  kRange,      // ERANGE: the caller's buffer is too small
-  kInvalid,    // EINVAL
+  kNotFound,  // ENOENT
+  kNotDir,    // ENOTDIR
+  kIsDir,     // EISDIR
+  kReadOnly,  // EROFS
+  kIo,        // EIO: the Hub failed, a download was corrupt, the cache failed
+  kAccess,    // EACCES: the Hub refused us (token, gated repo)
+  kTimedOut,  // EIO too (a read must not report ETIMEDOUT to tools that do not expect it)
+  kNoAttr,    // ENODATA: no such extended attribute
+  kRange,     // ERANGE: the caller's buffer is too small
+  kInvalid,   // EINVAL
 };
 
 struct FsErr {

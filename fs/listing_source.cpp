@@ -9,18 +9,25 @@ namespace whfs {
 ns::FsError to_fs_error(const hub::HubError& e) {
   using K = hub::HubErrorKind;
   switch (e.kind) {
-    case K::kNotFound: return {ns::FsErrc::kNotFound, e.describe()};
+    case K::kNotFound:
+      return {ns::FsErrc::kNotFound, e.describe()};
     case K::kUnauthorized:
-    case K::kForbidden: return {ns::FsErrc::kAccess, e.describe()};
-    case K::kTimeout: return {ns::FsErrc::kTimedOut, e.describe()};
-    default: return {ns::FsErrc::kIo, e.describe()};
+    case K::kForbidden:
+      return {ns::FsErrc::kAccess, e.describe()};
+    case K::kTimeout:
+      return {ns::FsErrc::kTimedOut, e.describe()};
+    default:
+      return {ns::FsErrc::kIo, e.describe()};
   }
 }
 
 CachedListingSource::CachedListingSource(hub::HubClient* hub, cache::BlockCache& cache,
                                          std::string repo, std::chrono::seconds timeout,
                                          std::size_t prefill_pages)
-    : hub_(hub), cache_(cache), repo_(std::move(repo)), timeout_(timeout),
+    : hub_(hub),
+      cache_(cache),
+      repo_(std::move(repo)),
+      timeout_(timeout),
       prefill_pages_(prefill_pages) {}
 
 Expected<std::vector<RemoteEntry>, ns::FsError> CachedListingSource::list(
@@ -42,7 +49,8 @@ Expected<std::vector<RemoteEntry>, ns::FsError> CachedListingSource::list(
       return unexpected(to_fs_error(direct.error()));
     }
     if (auto r = cache_.put_listing(repo_, commit, folder, *direct); !r) {
-      spdlog::warn("cannot store the listing of \"{}\" in the cache: {}", folder, r.error().message);
+      spdlog::warn("cannot store the listing of \"{}\" in the cache: {}", folder,
+                   r.error().message);
     }
     return std::move(direct).value();
   }

@@ -95,11 +95,11 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (opts.cache_dir.empty()) {
-    opts.cache_dir = whfs::default_cache_dir([](const char* n) { return std::getenv(n); },
-                                             ::geteuid() == 0);
+    opts.cache_dir =
+        whfs::default_cache_dir([](const char* n) { return std::getenv(n); }, ::geteuid() == 0);
   }
-  struct stat st{};
-  struct statfs sfs{};
+  struct stat st {};
+  struct statfs sfs {};
   // statfs always reaches the filesystem (stat of a mount's root may come from the kernel's
   // attribute cache), so it tells a dead mount apart.
   if (::statfs(opts.mountpoint.c_str(), &sfs) != 0 && errno == ENOTCONN) {
@@ -151,7 +151,8 @@ int main(int argc, char** argv) {
     notify_systemd("READY=1");
     if (ready_fd >= 0) {
       // From now on the daemon logs to syslog (the journal), not to the terminal.
-      auto sys = spdlog::syslog_logger_mt("wheelhousefs-syslog", "wheelhousefs", LOG_PID, LOG_DAEMON);
+      auto sys =
+          spdlog::syslog_logger_mt("wheelhousefs-syslog", "wheelhousefs", LOG_PID, LOG_DAEMON);
       sys->set_level(spdlog::default_logger()->level());
       spdlog::set_default_logger(sys);
       (void)!::write(ready_fd, "R", 1);

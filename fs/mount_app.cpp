@@ -21,8 +21,8 @@
 #include "fs/listing_source.h"
 #include "fs/namespace/current_view.h"
 #include "fs/namespace/namespace.h"
-#include "fs/target/target.h"
 #include "fs/reader/reader.h"
+#include "fs/target/target.h"
 
 namespace whfs {
 namespace {
@@ -125,9 +125,8 @@ class MountApp {
     rc.readahead.max_window = std::max<std::uint64_t>(1 << 20, o_.readahead);
     rc.readahead.batch = rc.fetcher.max_request;
     reader_ = std::make_unique<reader::Reader>(*cache_, hub_ ? *hub_ : null_hub(), rc);
-    fs_ = std::make_unique<Filesystem>(*names_, *reader_,
-                                       FilesystemConfig{o_.read_timeout, repo_.id, o_.revision,
-                                                        o_.cache_size});
+    fs_ = std::make_unique<Filesystem>(
+        *names_, *reader_, FilesystemConfig{o_.read_timeout, repo_.id, o_.revision, o_.cache_size});
     fs_->set_status_provider([this] { return status_json(); });
 
     // List the root now: a repository that cannot be listed fails the mount, not the first ls.
@@ -180,9 +179,10 @@ class MountApp {
                           ") and the cache in " + o_.cache_dir + " has no copy of " + repo_.id +
                           "@" + o_.revision);
       }
-      spdlog::warn("the Hub is unreachable ({}); serving the last known commit {} of {}@{} "
-                   "from the cache (offline fallback)",
-                   rev.error().describe(), last->commit, repo_.id, o_.revision);
+      spdlog::warn(
+          "the Hub is unreachable ({}); serving the last known commit {} of {}@{} "
+          "from the cache (offline fallback)",
+          rev.error().describe(), last->commit, repo_.id, o_.revision);
       offline_note_ = ", offline fallback";
     } else {
       if (!last) {
@@ -243,7 +243,8 @@ class MountApp {
         next_maintenance = now + 60s;
         lock.unlock();
         // Keep the leases of open files alive and bound what a power loss could cost.
-        if (auto r = cache_->refresh_pins(); !r) spdlog::warn("cache leases: {}", r.error().message);
+        if (auto r = cache_->refresh_pins(); !r)
+          spdlog::warn("cache leases: {}", r.error().message);
         if (auto r = cache_->flush(); !r) spdlog::warn("cache flush: {}", r.error().message);
         lock.lock();
       }
@@ -294,8 +295,10 @@ class MountApp {
     fuse_->invalidate(*inv);
     refreshes_++;
     if (commit == old) {
-      spdlog::info("refresh: current/ rebuilt for the new target ({} entries and {} inodes "
-                   "invalidated)", inv->entries.size(), inv->inodes.size());
+      spdlog::info(
+          "refresh: current/ rebuilt for the new target ({} entries and {} inodes "
+          "invalidated)",
+          inv->entries.size(), inv->inodes.size());
       return;
     }
     if (auto r = cache_->put_revision(endpoint_, repo_.id, o_.revision, commit,
@@ -328,19 +331,25 @@ class MountApp {
     }
     if (hub_) {
       const auto& h = hub_->stats();
-      j["hub"] = {{"requests", h.requests.load()}, {"retries", h.retries.load()},
-                  {"errors", h.errors.load()}, {"bytes", h.bytes.load()},
+      j["hub"] = {{"requests", h.requests.load()},   {"retries", h.retries.load()},
+                  {"errors", h.errors.load()},       {"bytes", h.bytes.load()},
                   {"redirects", h.redirects.load()}, {"url_reuses", h.url_reuses.load()}};
     }
     const auto f = reader_->stats();
-    j["fetch"] = {{"requests", f.requests}, {"bytes", f.bytes}, {"demand", f.demand_requests},
-                  {"prefetch", f.prefetch_requests}, {"joined", f.waits_joined},
-                  {"errors", f.errors}, {"corrupt", f.corrupt}, {"uncached", f.uncached}};
+    j["fetch"] = {{"requests", f.requests},      {"bytes", f.bytes},
+                  {"demand", f.demand_requests}, {"prefetch", f.prefetch_requests},
+                  {"joined", f.waits_joined},    {"errors", f.errors},
+                  {"corrupt", f.corrupt},        {"uncached", f.uncached}};
     if (auto s = cache_->stats(); s) {
-      j["cache"] = {{"dir", o_.cache_dir}, {"cap_bytes", s->cap_bytes},
-                    {"used_bytes", s->usage.footprint_bytes}, {"payload_bytes", s->usage.payload_bytes}, {"contents", s->usage.contents},
-                    {"blocks", s->usage.blocks}, {"hits", s->counters.hits},
-                    {"misses", s->counters.misses}, {"evictions", s->counters.evictions},
+      j["cache"] = {{"dir", o_.cache_dir},
+                    {"cap_bytes", s->cap_bytes},
+                    {"used_bytes", s->usage.footprint_bytes},
+                    {"payload_bytes", s->usage.payload_bytes},
+                    {"contents", s->usage.contents},
+                    {"blocks", s->usage.blocks},
+                    {"hits", s->counters.hits},
+                    {"misses", s->counters.misses},
+                    {"evictions", s->counters.evictions},
                     {"corrupt_blocks", s->counters.corrupt_blocks}};
     }
     return j.dump();
@@ -381,7 +390,8 @@ class MountApp {
 // cache does not hold is an error instead of a request.
 class OfflineHub final : public hub::HubClient {
  public:
-  Expected<hub::Revision, hub::HubError> resolve_revision(std::string_view, hub::Deadline) override {
+  Expected<hub::Revision, hub::HubError> resolve_revision(std::string_view,
+                                                          hub::Deadline) override {
     return unexpected(offline());
   }
   Expected<std::vector<RemoteEntry>, hub::HubError> list_folder(std::string_view, std::string_view,
@@ -389,8 +399,8 @@ class OfflineHub final : public hub::HubClient {
                                                                 std::size_t) override {
     return unexpected(offline());
   }
-  Expected<void, hub::HubError> read_range(const hub::FileRef&, std::uint64_t,
-                                           std::span<std::byte>, hub::Deadline) override {
+  Expected<void, hub::HubError> read_range(const hub::FileRef&, std::uint64_t, std::span<std::byte>,
+                                           hub::Deadline) override {
     return unexpected(offline());
   }
   const hub::HubStats& stats() const override { return stats_; }

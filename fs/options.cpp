@@ -36,17 +36,18 @@ bool truthy(const char* v) {
 // (it is always read-only and never setuid/dev).
 const std::set<std::string>& ignored_mount_options() {
   static const std::set<std::string> kIgnored = {
-      "rw", "ro", "dev", "nodev", "suid", "nosuid", "exec", "noexec", "atime", "noatime",
-      "relatime", "norelatime", "strictatime", "auto", "noauto", "user", "nouser", "users",
-      "owner", "group", "_netdev", "nofail", "defaults", "sync", "async", "dirsync"};
+      "rw",     "ro",       "dev",     "nodev",    "suid",       "nosuid",      "exec",
+      "noexec", "atime",    "noatime", "relatime", "norelatime", "strictatime", "auto",
+      "noauto", "user",     "nouser",  "users",    "owner",      "group",       "_netdev",
+      "nofail", "defaults", "sync",    "async",    "dirsync"};
   return kIgnored;
 }
 
 // FUSE options handed to libfuse as they are.
 bool is_fuse_option(const std::string& key) {
-  static const std::set<std::string> kFuse = {"allow_other", "allow_root", "auto_unmount",
-                                              "default_permissions", "fsname", "subtype",
-                                              "max_read", "blkdev", "blksize"};
+  static const std::set<std::string> kFuse = {
+      "allow_other", "allow_root", "auto_unmount", "default_permissions", "fsname", "subtype",
+      "max_read",    "blkdev",     "blksize"};
   return kFuse.count(key) != 0;
 }
 
@@ -84,7 +85,7 @@ Expected<void, std::string> apply_option(MountOptions& o, const std::string& ite
   if (key == "python_tag") return set_string(o.target.python_tag);
   if (key == "log_level") {
     if (auto r = set_string(o.log_level); !r) return r;
-    static const std::set<std::string> kLevels = {"trace", "debug", "info", "warn",
+    static const std::set<std::string> kLevels = {"trace", "debug",    "info", "warn",
                                                   "error", "critical", "off"};
     if (kLevels.count(value) == 0) {
       return unexpected("log_level must be trace, debug, info, warn, error, critical or off");
@@ -124,7 +125,8 @@ Expected<void, std::string> apply_option(MountOptions& o, const std::string& ite
                         "'");
     }
     if (key == "refresh") {
-      if (d->count() != 0 && d->count() < 10) return unexpected("refresh must be 0 or at least 10s");
+      if (d->count() != 0 && d->count() < 10)
+        return unexpected("refresh must be 0 or at least 10s");
       o.refresh = *d;
     } else {
       if (d->count() < 1) return unexpected("read_timeout must be at least 1s");
@@ -142,8 +144,7 @@ Expected<void, std::string> apply_option(MountOptions& o, const std::string& ite
     o.connections = static_cast<unsigned>(n);
     return {};
   }
-  if (ignored_mount_options().count(key) != 0 || key.starts_with("x-") ||
-      key == "comment") {
+  if (ignored_mount_options().count(key) != 0 || key.starts_with("x-") || key == "comment") {
     return {};
   }
   if (is_fuse_option(key)) {
@@ -230,12 +231,9 @@ Expected<MountOptions, std::string> parse_mount_args(const std::vector<std::stri
   }
   // Target overrides from the environment, where no option set them.
   const std::pair<std::string*, const char*> env_overrides[] = {
-      {&o.target.arch, "WHEELHOUSE_ARCH"},
-      {&o.target.torch, "WHEELHOUSE_TORCH"},
-      {&o.target.cuda, "WHEELHOUSE_CUDA"},
-      {&o.target.python_tag, "WHEELHOUSE_PYTHON_TAG"},
-      {&o.target.python, "WHEELHOUSE_PYTHON"},
-      {&o.target.cudart, "WHEELHOUSE_CUDART"}};
+      {&o.target.arch, "WHEELHOUSE_ARCH"},     {&o.target.torch, "WHEELHOUSE_TORCH"},
+      {&o.target.cuda, "WHEELHOUSE_CUDA"},     {&o.target.python_tag, "WHEELHOUSE_PYTHON_TAG"},
+      {&o.target.python, "WHEELHOUSE_PYTHON"}, {&o.target.cudart, "WHEELHOUSE_CUDART"}};
   for (const auto& [field, var] : env_overrides) {
     if (field->empty()) {
       if (const char* v = getenv(var); v != nullptr) *field = v;

@@ -25,15 +25,15 @@ struct MountOptions {
   std::string token_file;
   std::string cache_dir;
   std::uint64_t cache_size = 20ull << 30;
-  bool offline = false;                  // offline option or HF_HUB_OFFLINE: no requests at all
-  std::chrono::seconds refresh{0};       // 0: only on SIGHUP
+  bool offline = false;             // offline option or HF_HUB_OFFLINE: no requests at all
+  std::chrono::seconds refresh{0};  // 0: only on SIGHUP
   std::string proxy;
   std::string log_level = "info";
   std::chrono::seconds read_timeout{60};  // a read past this fails with EIO
   std::uint64_t readahead = 64ull << 20;  // bytes in flight for readahead and prefetch
   unsigned connections = 16;              // parallel ranged GETs
   TargetOverrides target;
-  bool current = true;  // the current/ view (nocurrent hides it)
+  bool current = true;                    // the current/ view (nocurrent hides it)
   std::vector<std::string> fuse_options;  // passed to libfuse (allow_other, ...)
   bool show_help = false;
   bool show_version = false;

@@ -95,7 +95,8 @@ int run_cache_stats(const CommonOptions& o) {
   std::printf("blocks read  %llu hits, %llu misses\n",
               static_cast<unsigned long long>(s->counters.hits),
               static_cast<unsigned long long>(s->counters.misses));
-  std::printf("evicted      %llu files (%s)\n", static_cast<unsigned long long>(s->counters.evictions),
+  std::printf("evicted      %llu files (%s)\n",
+              static_cast<unsigned long long>(s->counters.evictions),
               format_bytes(s->counters.evicted_bytes).c_str());
   std::printf("corruption   %llu blocks, %llu files found and dropped\n",
               static_cast<unsigned long long>(s->counters.corrupt_blocks),
@@ -127,7 +128,8 @@ int run_cache_ls(const CommonOptions& o) {
     std::cout << arr.dump(2) << "\n";
     return kOk;
   }
-  std::printf("%-20s  %10s  %7s  %-8s  %s\n", "last access (UTC)", "size", "cached", "state", "content");
+  std::printf("%-20s  %10s  %7s  %-8s  %s\n", "last access (UTC)", "size", "cached", "state",
+              "content");
   for (const auto& e : *list) {
     const unsigned pct = e.state.total == 0 ? 100 : 100 * e.state.present / e.state.total;
     std::printf("%-20s  %10s  %6u%%  %-8s  %s\n", iso_time(e.last_access).c_str(),
@@ -148,15 +150,17 @@ int run_cache_verify(const CommonOptions& o) {
     return kFailed;
   }
   if (o.json) {
-    std::cout << nlohmann::json{{"checked", r->checked}, {"corrupt", r->corrupt},
-                                {"incomplete", r->incomplete}}.dump(2)
+    std::cout << nlohmann::json{{"checked", r->checked},
+                                {"corrupt", r->corrupt},
+                                {"incomplete", r->incomplete}}
+                     .dump(2)
               << "\n";
   } else {
-    std::printf("verified %llu complete files: %llu corrupt (dropped); %llu partial files not "
-                "checked\n",
-                static_cast<unsigned long long>(r->checked),
-                static_cast<unsigned long long>(r->corrupt),
-                static_cast<unsigned long long>(r->incomplete));
+    std::printf(
+        "verified %llu complete files: %llu corrupt (dropped); %llu partial files not "
+        "checked\n",
+        static_cast<unsigned long long>(r->checked), static_cast<unsigned long long>(r->corrupt),
+        static_cast<unsigned long long>(r->incomplete));
   }
   return r->corrupt > 0 ? kCorruptFound : kOk;
 }
@@ -178,8 +182,10 @@ int run_cache_evict(const CommonOptions& o, const std::vector<std::string>& targ
       }
     }
     if (!id) {
-      std::fprintf(stderr, "wheelhouse: %s is neither a file of a wheelhouse mount nor a content "
-                           "id (sha256:<64 hex> or gitsha1:<40 hex>)\n", t.c_str());
+      std::fprintf(stderr,
+                   "wheelhouse: %s is neither a file of a wheelhouse mount nor a content "
+                   "id (sha256:<64 hex> or gitsha1:<40 hex>)\n",
+                   t.c_str());
       rc = kUsage;
       continue;
     }
@@ -198,7 +204,8 @@ int run_cache_clear(const CommonOptions& o, bool yes) {
   const std::string dir = cache_dir_of(o);
   if (!yes) {
     if (::isatty(STDIN_FILENO) == 0) {
-      std::fprintf(stderr, "wheelhouse: `cache clear` empties %s; add --yes to confirm\n", dir.c_str());
+      std::fprintf(stderr, "wheelhouse: `cache clear` empties %s; add --yes to confirm\n",
+                   dir.c_str());
       return kUsage;
     }
     std::fprintf(stderr, "Empty the cache in %s? [y/N] ", dir.c_str());

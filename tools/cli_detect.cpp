@@ -23,16 +23,18 @@ int run_detect(const CommonOptions& o) {
     const auto eq = item.find('=');
     const std::string key = item.substr(0, eq);
     const std::string value = eq == std::string::npos ? "" : item.substr(eq + 1);
-    std::string* field = key == "arch" ? &ov.arch
-                         : key == "torch" ? &ov.torch
-                         : key == "cuda" ? &ov.cuda
+    std::string* field = key == "arch"         ? &ov.arch
+                         : key == "torch"      ? &ov.torch
+                         : key == "cuda"       ? &ov.cuda
                          : key == "python_tag" ? &ov.python_tag
-                         : key == "python" ? &ov.python
-                         : key == "cudart" ? &ov.cudart
-                                           : nullptr;
+                         : key == "python"     ? &ov.python
+                         : key == "cudart"     ? &ov.cudart
+                                               : nullptr;
     if (field == nullptr || value.empty()) {
-      std::fprintf(stderr, "wheelhouse: unknown or empty option '%s' (python=, cudart=, arch=, "
-                           "torch=, cuda=, python_tag=)\n", item.c_str());
+      std::fprintf(stderr,
+                   "wheelhouse: unknown or empty option '%s' (python=, cudart=, arch=, "
+                   "torch=, cuda=, python_tag=)\n",
+                   item.c_str());
       return kUsage;
     }
     *field = value;
@@ -61,8 +63,8 @@ int run_detect(const CommonOptions& o) {
     for (const auto& n : t.notes) std::printf("note: %s\n", n.c_str());
   }
   // Success means every axis is known: current/ would show wheels.
-  const bool complete = t.arch.has_value() && t.torch.has_value() && t.cuda.has_value() &&
-                        t.python_tag.has_value();
+  const bool complete =
+      t.arch.has_value() && t.torch.has_value() && t.cuda.has_value() && t.python_tag.has_value();
   return complete ? kOk : kFailed;
 }
 

@@ -147,17 +147,19 @@ int run_prefetch(const PrefetchOptions& o) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       const double secs = std::chrono::duration<double>(Clock::now() - start).count();
       const double rate = secs > 0 ? static_cast<double>(done_bytes) / secs : 0;
-      const double frac = total == 0 ? 1.0 : static_cast<double>(done_bytes) / static_cast<double>(total);
+      const double frac =
+          total == 0 ? 1.0 : static_cast<double>(done_bytes) / static_cast<double>(total);
       const int width = 30;
       const int fill = static_cast<int>(frac * width);
       std::lock_guard lock(out_mu);
-      std::fprintf(stderr, "\r\033[K[%s%s] %3.0f%% %s / %s  %s  ETA %s  (%zu/%zu files)",
-                   std::string(static_cast<std::size_t>(std::min(fill, width)), '#').c_str(),
-                   std::string(static_cast<std::size_t>(width - std::min(fill, width)), '.').c_str(),
-                   frac * 100, format_bytes(done_bytes).c_str(), format_bytes(total).c_str(),
-                   human_rate(rate).c_str(),
-                   human_duration(rate > 0 ? static_cast<double>(total - done_bytes) / rate : NAN).c_str(),
-                   done_files.load(), jobs.size());
+      std::fprintf(
+          stderr, "\r\033[K[%s%s] %3.0f%% %s / %s  %s  ETA %s  (%zu/%zu files)",
+          std::string(static_cast<std::size_t>(std::min(fill, width)), '#').c_str(),
+          std::string(static_cast<std::size_t>(width - std::min(fill, width)), '.').c_str(),
+          frac * 100, format_bytes(done_bytes).c_str(), format_bytes(total).c_str(),
+          human_rate(rate).c_str(),
+          human_duration(rate > 0 ? static_cast<double>(total - done_bytes) / rate : NAN).c_str(),
+          done_files.load(), jobs.size());
     }
   }
   for (auto& t : threads) t.join();

@@ -18,8 +18,9 @@ int run_status(const std::string& mountpoint, const CommonOptions& o) {
   const char* attr = "user.wheelhouse.status";
   const ssize_t n = ::getxattr(mountpoint.c_str(), attr, nullptr, 0);
   if (n < 0) {
-    std::fprintf(stderr, "wheelhouse: %s is not a wheelhouse-fs mount (%s)\n", mountpoint.c_str(),
-                 errno == ENODATA || errno == ENOTSUP ? "no status attribute" : std::strerror(errno));
+    std::fprintf(
+        stderr, "wheelhouse: %s is not a wheelhouse-fs mount (%s)\n", mountpoint.c_str(),
+        errno == ENODATA || errno == ENOTSUP ? "no status attribute" : std::strerror(errno));
     return kNotOurs;
   }
   std::string buf(static_cast<std::size_t>(n), '\0');
@@ -43,26 +44,27 @@ int run_status(const std::string& mountpoint, const CommonOptions& o) {
     return obj.contains(k) && obj[k].is_number() ? obj[k].get<std::uint64_t>() : 0;
   };
   std::printf("mount      %s (pid %llu, wheelhouse-fs %s)\n", mountpoint.c_str(),
-              static_cast<unsigned long long>(num(j, "pid")),
-              j.value("version", "?").c_str());
+              static_cast<unsigned long long>(num(j, "pid")), j.value("version", "?").c_str());
   std::printf("repository %s @ %s -> commit %s\n", j.value("repo", "?").c_str(),
               j.value("revision", "?").c_str(), j.value("commit", "?").c_str());
   std::printf("endpoint   %s%s\n", j.value("endpoint", "?").c_str(),
-              j.value("offline", false) ? " (offline)"
+              j.value("offline", false)            ? " (offline)"
               : j.value("offline_fallback", false) ? " (unreachable at mount: serving the cache)"
-                                                    : "");
-  if (j.contains("target")) std::printf("target     %s\n", j["target"].value("summary", "?").c_str());
+                                                   : "");
+  if (j.contains("target"))
+    std::printf("target     %s\n", j["target"].value("summary", "?").c_str());
   if (j.contains("cache")) {
     const auto& c = j["cache"];
-    std::printf("cache      %s: %s of %s, %llu files; hits %llu, misses %llu, evictions %llu, "
-                "corrupt blocks %llu\n",
-                c.value("dir", "?").c_str(), format_bytes(num(c, "used_bytes")).c_str(),
-                format_bytes(num(c, "cap_bytes")).c_str(),
-                static_cast<unsigned long long>(num(c, "contents")),
-                static_cast<unsigned long long>(num(c, "hits")),
-                static_cast<unsigned long long>(num(c, "misses")),
-                static_cast<unsigned long long>(num(c, "evictions")),
-                static_cast<unsigned long long>(num(c, "corrupt_blocks")));
+    std::printf(
+        "cache      %s: %s of %s, %llu files; hits %llu, misses %llu, evictions %llu, "
+        "corrupt blocks %llu\n",
+        c.value("dir", "?").c_str(), format_bytes(num(c, "used_bytes")).c_str(),
+        format_bytes(num(c, "cap_bytes")).c_str(),
+        static_cast<unsigned long long>(num(c, "contents")),
+        static_cast<unsigned long long>(num(c, "hits")),
+        static_cast<unsigned long long>(num(c, "misses")),
+        static_cast<unsigned long long>(num(c, "evictions")),
+        static_cast<unsigned long long>(num(c, "corrupt_blocks")));
   }
   if (j.contains("hub")) {
     const auto& h = j["hub"];
@@ -74,12 +76,13 @@ int run_status(const std::string& mountpoint, const CommonOptions& o) {
   }
   if (j.contains("fetch")) {
     const auto& f = j["fetch"];
-    std::printf("reads      %llu downloads (%llu on demand, %llu ahead), %llu joined, %llu corrupt\n",
-                static_cast<unsigned long long>(num(f, "requests")),
-                static_cast<unsigned long long>(num(f, "demand")),
-                static_cast<unsigned long long>(num(f, "prefetch")),
-                static_cast<unsigned long long>(num(f, "joined")),
-                static_cast<unsigned long long>(num(f, "corrupt")));
+    std::printf(
+        "reads      %llu downloads (%llu on demand, %llu ahead), %llu joined, %llu corrupt\n",
+        static_cast<unsigned long long>(num(f, "requests")),
+        static_cast<unsigned long long>(num(f, "demand")),
+        static_cast<unsigned long long>(num(f, "prefetch")),
+        static_cast<unsigned long long>(num(f, "joined")),
+        static_cast<unsigned long long>(num(f, "corrupt")));
   }
   return kOk;
 }

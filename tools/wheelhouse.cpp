@@ -8,10 +8,10 @@
 // Exit codes: 0 ok; 1 failure; 2 bad usage; 3 not a wheelhouse mount, or a cache this
 // version cannot read; 4 `cache verify` found and dropped corrupt contents.
 
-#include <CLI/CLI.hpp>
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -34,8 +34,9 @@ int main(int argc, char** argv) {
   CommonOptions common;
   auto* detect = app.add_subcommand("detect", "Show the target current/ matches, axis by axis");
   detect->add_flag("--json", common.json, "JSON output");
-  detect->add_option("-o", common.target_options,
-                     "python=PATH,cudart=PATH,arch=sm89,torch=2.9,cuda=12.8,python_tag=cp312")
+  detect
+      ->add_option("-o", common.target_options,
+                   "python=PATH,cudart=PATH,arch=sm89,torch=2.9,cuda=12.8,python_tag=cp312")
       ->delimiter(',');
 
   std::string mountpoint = "/mnt/wheelhouse";
@@ -50,7 +51,8 @@ int main(int argc, char** argv) {
   stats->add_flag("--json", common.json, "JSON output");
   auto* ls = cache->add_subcommand("ls", "Cached contents, least recently used first");
   ls->add_flag("--json", common.json, "JSON output");
-  auto* verify = cache->add_subcommand("verify", "Re-hash every complete content, drop corrupt ones");
+  auto* verify =
+      cache->add_subcommand("verify", "Re-hash every complete content, drop corrupt ones");
   verify->add_flag("--json", common.json, "JSON output");
   std::vector<std::string> evict_targets;
   auto* evict = cache->add_subcommand("evict", "Drop files (paths in a mount, or content ids)");
@@ -62,12 +64,15 @@ int main(int argc, char** argv) {
 
   PrefetchOptions prefetch_opts;
   auto* prefetch = app.add_subcommand("prefetch", "Warm the cache by reading through a mount");
-  prefetch->add_option("--mount", prefetch_opts.mountpoint, "the wheelhouse mount (default /mnt/wheelhouse)");
-  prefetch->add_option("--current", prefetch_opts.current_packages,
-                       "packages of current/ (e.g. flash_attn); with no value: all of current/")
+  prefetch->add_option("--mount", prefetch_opts.mountpoint,
+                       "the wheelhouse mount (default /mnt/wheelhouse)");
+  prefetch
+      ->add_option("--current", prefetch_opts.current_packages,
+                   "packages of current/ (e.g. flash_attn); with no value: all of current/")
       ->expected(0, -1);
   prefetch->add_option("PATH", prefetch_opts.paths, "files or folders in the mount");
-  prefetch->add_option("-j,--jobs", prefetch_opts.jobs, "files read at once")->check(CLI::Range(1, 64));
+  prefetch->add_option("-j,--jobs", prefetch_opts.jobs, "files read at once")
+      ->check(CLI::Range(1, 64));
 
   try {
     app.parse(argc, argv);

@@ -32,13 +32,12 @@ class [[nodiscard]] Expected {
   using error_type = E;
 
   template <class U = T>
-    requires std::is_constructible_v<T, U&&> &&
-             (!std::is_same_v<std::remove_cvref_t<U>, Expected>) &&
-             (!is_unexpected_v<std::remove_cvref_t<U>>)
-  Expected(U&& v) : v_(std::in_place_index<0>, std::forward<U>(v)) {}  // NOLINT: implicit
+  requires std::is_constructible_v<T, U&&> &&(!std::is_same_v<std::remove_cvref_t<U>, Expected>)&&(
+      !is_unexpected_v<std::remove_cvref_t<U>>)Expected(U&& v)
+      : v_(std::in_place_index<0>, std::forward<U>(v)) {}  // NOLINT: implicit
   template <class G>
-    requires std::is_constructible_v<E, G&&>
-  Expected(Unexpected<G> u) : v_(std::in_place_index<1>, E(std::move(u.error))) {}  // NOLINT
+  requires std::is_constructible_v<E, G&&> Expected(Unexpected<G> u)
+      : v_(std::in_place_index<1>, E(std::move(u.error))) {}  // NOLINT
 
   bool has_value() const noexcept { return v_.index() == 0; }
   explicit operator bool() const noexcept { return has_value(); }
@@ -69,8 +68,8 @@ class [[nodiscard]] Expected<void, E> {
 
   Expected() = default;
   template <class G>
-    requires std::is_constructible_v<E, G&&>
-  Expected(Unexpected<G> u) : err_(E(std::move(u.error))), ok_(false) {}  // NOLINT: implicit
+  requires std::is_constructible_v<E, G&&> Expected(Unexpected<G> u)
+      : err_(E(std::move(u.error))), ok_(false) {}  // NOLINT: implicit
 
   bool has_value() const noexcept { return ok_; }
   explicit operator bool() const noexcept { return ok_; }

@@ -10,7 +10,7 @@ namespace whfs {
 struct RemoteEntry {
   enum class Type : std::uint8_t { kFile = 0, kDirectory = 1 };
 
-  std::string path;        // full path from the repo root, "/"-separated, validated
+  std::string path;  // full path from the repo root, "/"-separated, validated
   Type type = Type::kFile;
   std::uint64_t size = 0;  // real content size (lfs.size when present); 0 for folders
   std::string oid;         // git oid, 40 hex: blob of the content (plain file), of the LFS

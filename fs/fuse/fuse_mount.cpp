@@ -189,11 +189,11 @@ void op_read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info*
   guarded(req, "read", [&] {
     auto* h = reinterpret_cast<FileHandle*>(fi->fh);
     bool replied = false;
-    auto r = fs_of(req).read(*h, static_cast<std::uint64_t>(off), size,
-                             [&](std::span<const iovec> iov) {
-                               fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
-                               replied = true;
-                             });
+    auto r =
+        fs_of(req).read(*h, static_cast<std::uint64_t>(off), size, [&](std::span<const iovec> iov) {
+          fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
+          replied = true;
+        });
     if (!r && !replied) reply_error(req, r.error());
   });
 }
@@ -208,7 +208,7 @@ void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
 void op_statfs(fuse_req_t req, fuse_ino_t) {
   guarded(req, "statfs", [&] {
     const FsStats s = fs_of(req).statfs();
-    struct statvfs v{};
+    struct statvfs v {};
     v.f_bsize = s.block_size;
     v.f_frsize = s.block_size;
     v.f_blocks = s.blocks;
@@ -357,14 +357,15 @@ Expected<std::unique_ptr<FuseMount>, std::string> FuseMount::mount(Filesystem& f
   const fuse_lowlevel_ops ops = make_ops();
   m->se_ = fuse_session_new(&args, &ops, sizeof ops, &fs);
   fuse_opt_free_args(&args);
-  if (m->se_ == nullptr) return unexpected(std::string("cannot create the FUSE session (bad FUSE option?)"));
+  if (m->se_ == nullptr)
+    return unexpected(std::string("cannot create the FUSE session (bad FUSE option?)"));
   if (fuse_session_mount(m->se_, config.mountpoint.c_str()) != 0) {
     return unexpected("cannot mount on " + config.mountpoint +
                       " (is /dev/fuse usable, fuse3 installed, the folder empty and not mounted?)");
   }
   m->mounted_ = true;
   raise_readahead(config.mountpoint, config.kernel_readahead_kb);
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = wake_handler;  // no SA_RESTART: read(2) returns EINTR
   sigemptyset(&sa.sa_mask);
   sigaction(SIGUSR1, &sa, nullptr);

@@ -130,8 +130,8 @@ class RangeSink {
         return false;
       }
       if (std::string_view(total) != "*" && std::strtoull(total, nullptr, 10) != file_size_) {
-        mismatch_ = std::string("file is ") + total + " bytes, listed as " +
-                    std::to_string(file_size_);
+        mismatch_ =
+            std::string("file is ") + total + " bytes, listed as " + std::to_string(file_size_);
         return false;
       }
       return true;
@@ -177,8 +177,8 @@ class CurlHubClient final : public HubClient {
 
   Expected<Revision, HubError> resolve_revision(std::string_view revision,
                                                 Deadline deadline) override {
-    const std::string url = api_base_ + "/revision/" + encode_segment(revision) +
-                            "?expand=sha&expand=lastModified";
+    const std::string url =
+        api_base_ + "/revision/" + encode_segment(revision) + "?expand=sha&expand=lastModified";
     auto resp = api_get(url, deadline);
     if (!resp) return unexpected(std::move(resp).error());
     auto info = parse_revision_info(resp->body);
@@ -187,8 +187,8 @@ class CurlHubClient final : public HubClient {
   }
 
   Expected<std::vector<RemoteEntry>, HubError> list_folder(std::string_view commit,
-                                                           std::string_view folder,
-                                                           bool recursive, Deadline deadline,
+                                                           std::string_view folder, bool recursive,
+                                                           Deadline deadline,
                                                            std::size_t max_pages) override {
     if (max_pages == 0) max_pages = config_.max_pages;
     std::string url = api_base_ + "/tree/" + std::string(commit) +
@@ -199,9 +199,9 @@ class CurlHubClient final : public HubClient {
     std::unordered_set<std::string> seen_urls{url};
     for (std::size_t page = 0;; ++page) {
       if (page >= max_pages) {
-        HubError e = make_error(HubErrorKind::kBadResponse,
-                                "listing has more than " + std::to_string(max_pages) +
-                                    " pages; refusing to truncate it");
+        HubError e = make_error(HubErrorKind::kBadResponse, "listing has more than " +
+                                                                std::to_string(max_pages) +
+                                                                " pages; refusing to truncate it");
         e.code = "TooManyPages";
         return unexpected(std::move(e));
       }
@@ -235,7 +235,8 @@ class CurlHubClient final : public HubClient {
                                       std::span<std::byte> out, Deadline deadline) override {
     if (out.empty()) return {};
     if (offset + out.size() > file.size) {
-      return unexpected(make_error(HubErrorKind::kBadResponse, "read past the end of " + file.path));
+      return unexpected(
+          make_error(HubErrorKind::kBadResponse, "read past the end of " + file.path));
     }
     const std::string resolve_url =
         file_base_ + "/resolve/" + file.commit + "/" + encode_path(file.path);
@@ -249,9 +250,9 @@ class CurlHubClient final : public HubClient {
       for (int hop = 0; hop <= kMaxRedirects; ++hop) {
         HttpRequest req;
         req.url = url;
-        req.headers = {"Accept-Encoding: identity",
-                       "Range: bytes=" + std::to_string(offset + got) + "-" +
-                           std::to_string(offset + out.size() - 1)};
+        req.headers = {"Accept-Encoding: identity", "Range: bytes=" + std::to_string(offset + got) +
+                                                        "-" +
+                                                        std::to_string(offset + out.size() - 1)};
         add_auth(req);
         RangeSink sink(out, &got, offset + got, file.size);
         BodySink body = [&sink](const HttpResponse& h, std::span<const std::byte> d) {
@@ -282,16 +283,16 @@ class CurlHubClient final : public HubClient {
         }
         if (status >= 200 && status < 300) {
           if (!sink.mismatch().empty()) {
-            return retry(make_error(HubErrorKind::kCorrupt, file.path + ": " + sink.mismatch(),
-                                    status));
+            return retry(
+                make_error(HubErrorKind::kCorrupt, file.path + ": " + sink.mismatch(), status));
           }
           if (url != resolve_url) remember_url(key, url);
           if (got == out.size()) return done();
           // A short but well-formed answer: ask for the rest at once if it made progress.
           if (got > before) return Outcome{Outcome::Kind::kProgress, {}, std::nullopt};
           return retry(make_error(HubErrorKind::kCorrupt,
-                                  file.path + ": body ended after " + std::to_string(got) +
-                                      " of " + std::to_string(out.size()) + " bytes",
+                                  file.path + ": body ended after " + std::to_string(got) + " of " +
+                                      std::to_string(out.size()) + " bytes",
                                   status));
         }
         return status_outcome(*resp, file.path);
@@ -399,7 +400,8 @@ class CurlHubClient final : public HubClient {
         }
         return status_outcome(*resp, redact(url));
       }
-      return fail(make_error(HubErrorKind::kBadResponse, redact(start_url) + ": too many redirects"));
+      return fail(
+          make_error(HubErrorKind::kBadResponse, redact(start_url) + ": too many redirects"));
     };
     auto r = run_with_retries(attempt, deadline, "GET " + redact(start_url));
     if (!r) return unexpected(std::move(r).error());
@@ -424,7 +426,8 @@ class CurlHubClient final : public HubClient {
       case K::kTimeout:
         return retry(make_error(HubErrorKind::kTimeout, what + ": " + e.message));
       case K::kTruncated:
-        return retry(make_error(HubErrorKind::kCorrupt, what + ": truncated body (" + e.message + ")"));
+        return retry(
+            make_error(HubErrorKind::kCorrupt, what + ": truncated body (" + e.message + ")"));
       case K::kConnect:
       case K::kReset:
       case K::kOther:
@@ -454,12 +457,15 @@ class CurlHubClient final : public HubClient {
       case 401:
         if (server_msg.find("Invalid credentials") != std::string::npos) {
           e.kind = HubErrorKind::kUnauthorized;
-          e.message = what + ": the Hub refused the token (invalid or expired); check HF_TOKEN "
+          e.message = what +
+                      ": the Hub refused the token (invalid or expired); check HF_TOKEN "
                       "or the token file";
         } else if (e.code == "GatedRepo") {
           e.kind = HubErrorKind::kForbidden;
-          e.message = what + ": gated repository; request access on the Hub's website and use "
-                      "a token that has it" + said;
+          e.message = what +
+                      ": gated repository; request access on the Hub's website and use "
+                      "a token that has it" +
+                      said;
         } else {
           e.kind = HubErrorKind::kNotFound;
           e.code = e.code.empty() ? "RepoNotFound" : e.code;
@@ -468,10 +474,12 @@ class CurlHubClient final : public HubClient {
         break;
       case 403:
         e.kind = HubErrorKind::kForbidden;
-        e.message = what + (e.code == "GatedRepo"
-                                ? ": gated repository and this token has no access; request "
-                                  "access on the Hub's website"
-                                : ": access denied") + said;
+        e.message =
+            what +
+            (e.code == "GatedRepo" ? ": gated repository and this token has no access; request "
+                                     "access on the Hub's website"
+                                   : ": access denied") +
+            said;
         break;
       case 404:
         e.kind = HubErrorKind::kNotFound;
@@ -480,8 +488,10 @@ class CurlHubClient final : public HubClient {
         } else if (e.code == "EntryNotFound") {
           e.message = what + ": no such file or folder at this commit";
         } else {
-          e.message = what + (sent_token ? ": repository not found, or this token has no access"
-                                         : ": not found") + said;
+          e.message =
+              what +
+              (sent_token ? ": repository not found, or this token has no access" : ": not found") +
+              said;
         }
         break;
       case 416:
@@ -558,7 +568,8 @@ class CurlHubClient final : public HubClient {
 bool valid_repo_part(std::string_view s) {
   if (s.empty() || s.size() > 96) return false;
   if (s.front() == '-' || s.front() == '.' || s.back() == '-' || s.back() == '.') return false;
-  if (s.find("--") != std::string_view::npos || s.find("..") != std::string_view::npos) return false;
+  if (s.find("--") != std::string_view::npos || s.find("..") != std::string_view::npos)
+    return false;
   for (unsigned char c : s) {
     if (std::isalnum(c) == 0 && c != '_' && c != '.' && c != '-') return false;
   }
@@ -596,8 +607,8 @@ std::string resolve_endpoint(std::string_view option) {
 }
 
 std::string default_user_agent() {
-  std::string ua = std::string("wheelhouse-fs/") + kVersion + "; libcurl/" +
-                   HttpTransport::curl_version();
+  std::string ua =
+      std::string("wheelhouse-fs/") + kVersion + "; libcurl/" + HttpTransport::curl_version();
   if (const char* origin = std::getenv("HF_HUB_USER_AGENT_ORIGIN"); origin && *origin) {
     ua += std::string("; origin/") + origin;
   }

@@ -5,13 +5,12 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
-#include <mutex>
-#include <vector>
-
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <mutex>
 #include <stdexcept>
+#include <vector>
 
 namespace whfs::hub {
 namespace {
@@ -31,8 +30,8 @@ std::string lower(std::string s) {
 
 std::string trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' ||
-                        s.back() == '\n')) {
+  while (!s.empty() &&
+         (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) {
     s.remove_suffix(1);
   }
   return std::string(s);
@@ -56,7 +55,8 @@ std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
     // A new response (e.g. after "100 Continue"): start its headers afresh.
     t->response.headers.clear();
     const auto sp = line.find(' ');
-    t->response.status = sp == std::string_view::npos ? 0 : std::atoi(std::string(line.substr(sp + 1, 3)).c_str());
+    t->response.status =
+        sp == std::string_view::npos ? 0 : std::atoi(std::string(line.substr(sp + 1, 3)).c_str());
     return size * n;
   }
   const auto colon = line.find(':');
@@ -159,11 +159,13 @@ struct HttpTransport::Share {
     curl_share_setopt(sh, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
     curl_share_setopt(sh, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
     curl_share_setopt(sh, CURLSHOPT_USERDATA, this);
-    curl_share_setopt(sh, CURLSHOPT_LOCKFUNC, +[](CURL*, curl_lock_data d, curl_lock_access,
-                                                  void* u) { static_cast<Share*>(u)->locks[d].lock(); });
-    curl_share_setopt(sh, CURLSHOPT_UNLOCKFUNC, +[](CURL*, curl_lock_data d, void* u) {
-      static_cast<Share*>(u)->locks[d].unlock();
-    });
+    curl_share_setopt(
+        sh, CURLSHOPT_LOCKFUNC, +[](CURL*, curl_lock_data d, curl_lock_access, void* u) {
+          static_cast<Share*>(u)->locks[d].lock();
+        });
+    curl_share_setopt(
+        sh, CURLSHOPT_UNLOCKFUNC,
+        +[](CURL*, curl_lock_data d, void* u) { static_cast<Share*>(u)->locks[d].unlock(); });
   }
   ~Share() { curl_share_cleanup(sh); }
 };
@@ -233,9 +235,10 @@ Expected<HttpResponse, TransferError> HttpTransport::perform(const HttpRequest& 
   using std::chrono::milliseconds;
   auto handle = acquire(deadline);
   if (!handle) {
-    if (cancelled_) return unexpected(TransferError{TransferError::Kind::kCancelled, "shutting down", 0});
-    return unexpected(TransferError{TransferError::Kind::kTimeout,
-                                    "no connection free before the deadline", 0});
+    if (cancelled_)
+      return unexpected(TransferError{TransferError::Kind::kCancelled, "shutting down", 0});
+    return unexpected(
+        TransferError{TransferError::Kind::kTimeout, "no connection free before the deadline", 0});
   }
   CURL* c = handle->curl;
   curl_easy_reset(c);  // keeps the connection cache, DNS cache and share

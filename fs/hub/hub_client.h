@@ -16,8 +16,8 @@
 
 #include "fs/common/expected.h"
 #include "fs/common/remote_entry.h"
-#include "fs/hub/hub_error.h"
 #include "fs/hub/http.h"
+#include "fs/hub/hub_error.h"
 #include "fs/hub/retry.h"
 
 namespace whfs::hub {
@@ -88,7 +88,7 @@ struct HubClientConfig {
   std::filesystem::path token_file;  // the token_file option, empty for the default order
   std::string proxy;
   RetryPolicy retry;
-  HttpConfig http;  // user_agent is filled in by make_hub_client() when empty
+  HttpConfig http;                 // user_agent is filled in by make_hub_client() when empty
   std::size_t max_pages = 100000;  // a listing with more pages is an error, never truncated
   // A CDN URL is used until this long before it expires (or for `default_url_ttl` when its
   // expiry cannot be read from it).

@@ -4,15 +4,24 @@ namespace whfs::hub {
 
 const char* to_string(HubErrorKind kind) {
   switch (kind) {
-    case HubErrorKind::kNotFound: return "not found";
-    case HubErrorKind::kUnauthorized: return "unauthorized";
-    case HubErrorKind::kForbidden: return "forbidden";
-    case HubErrorKind::kRateLimited: return "rate limited";
-    case HubErrorKind::kTimeout: return "timeout";
-    case HubErrorKind::kUnavailable: return "unavailable";
-    case HubErrorKind::kCorrupt: return "corrupt response";
-    case HubErrorKind::kBadResponse: return "bad response";
-    case HubErrorKind::kCancelled: return "cancelled";
+    case HubErrorKind::kNotFound:
+      return "not found";
+    case HubErrorKind::kUnauthorized:
+      return "unauthorized";
+    case HubErrorKind::kForbidden:
+      return "forbidden";
+    case HubErrorKind::kRateLimited:
+      return "rate limited";
+    case HubErrorKind::kTimeout:
+      return "timeout";
+    case HubErrorKind::kUnavailable:
+      return "unavailable";
+    case HubErrorKind::kCorrupt:
+      return "corrupt response";
+    case HubErrorKind::kBadResponse:
+      return "bad response";
+    case HubErrorKind::kCancelled:
+      return "cancelled";
   }
   return "unknown";
 }
@@ -22,7 +31,8 @@ std::string HubError::describe() const {
   if (http_status != 0 || !request_id.empty()) {
     out += " (";
     if (http_status != 0) out += "HTTP " + std::to_string(http_status);
-    if (!request_id.empty()) out += (http_status != 0 ? ", request id " : "request id ") + request_id;
+    if (!request_id.empty())
+      out += (http_status != 0 ? ", request id " : "request id ") + request_id;
     out += ")";
   }
   return out;

@@ -1,7 +1,6 @@
 #include "fs/hub/listing.h"
 
 #include <nlohmann/json.hpp>
-
 #include <unordered_set>
 
 #include "fs/common/hash.h"
@@ -56,8 +55,8 @@ Expected<RemoteEntry, std::string> to_entry(const json& item, std::string_view f
   } else {
     return unexpected("\"" + printable(p) + "\": type \"" + printable(t) + "\"");
   }
-  if (const json* oid = field(item, "oid"); oid != nullptr && oid->is_string() &&
-                                            is_hex(oid->get_ref<const std::string&>(), 40)) {
+  if (const json* oid = field(item, "oid");
+      oid != nullptr && oid->is_string() && is_hex(oid->get_ref<const std::string&>(), 40)) {
     e.oid = oid->get<std::string>();
   }
   if (e.type == RemoteEntry::Type::kDirectory) return e;
@@ -79,8 +78,8 @@ Expected<RemoteEntry, std::string> to_entry(const json& item, std::string_view f
   if (e.oid.empty() && e.lfs_sha256.empty()) {
     return unexpected("\"" + printable(p) + "\": no content id (oid)");
   }
-  if (const json* xet = field(item, "xetHash"); xet != nullptr && xet->is_string() &&
-                                                is_hex(xet->get_ref<const std::string&>(), 64)) {
+  if (const json* xet = field(item, "xetHash");
+      xet != nullptr && xet->is_string() && is_hex(xet->get_ref<const std::string&>(), 64)) {
     e.xet_hash = xet->get<std::string>();
   }
   return e;

@@ -132,8 +132,7 @@ std::optional<Origin> origin_of(std::string_view url) {
 }
 
 std::string resolve_reference(std::string_view base, std::string_view ref) {
-  if (ref.find("://") != std::string_view::npos &&
-      ref.find("://") < ref.find_first_of("/?#")) {
+  if (ref.find("://") != std::string_view::npos && ref.find("://") < ref.find_first_of("/?#")) {
     return std::string(ref);  // absolute
   }
   const Split b = split_url(base);

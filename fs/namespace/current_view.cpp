@@ -13,7 +13,8 @@ namespace whfs::ns {
 namespace {
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 std::shared_ptr<Node> synthetic_dir(const std::string& name, const std::string& identity) {
@@ -85,10 +86,9 @@ Expected<std::vector<std::shared_ptr<Node>>, FsError> CurrentView::build(
     report["target"] = target::to_json(*t);
     if (!t->arch.has_value() || t->tags.empty()) {
       // No GPU and no override (or no usable Python): never a guess.
-      report["why_empty"] = !t->arch.has_value()
-                                ? "no GPU architecture: " + t->arch.missing +
-                                      " (set arch=smXY to choose one)"
-                                : "no Python wheel tags: " + t->python_tag.missing;
+      report["why_empty"] = !t->arch.has_value() ? "no GPU architecture: " + t->arch.missing +
+                                                       " (set arch=smXY to choose one)"
+                                                 : "no Python wheel tags: " + t->python_tag.missing;
     }
   }
   const bool usable = t && t->arch.has_value() && !t->tags.empty();
@@ -128,9 +128,9 @@ Expected<std::vector<std::shared_ptr<Node>>, FsError> CurrentView::build(
           continue;
         }
         if (!target::wheel_rank(*wn, t->tags)) {
-          rejected.push_back({{"wheel", f.name()},
-                              {"why", "its tags do not fit the target Python (" +
-                                          t->python_tag.value + ")"}});
+          rejected.push_back(
+              {{"wheel", f.name()},
+               {"why", "its tags do not fit the target Python (" + t->python_tag.value + ")"}});
           continue;
         }
         projects[target::normalize_project_name(wn->distribution)].emplace_back(*wn, f);
@@ -154,13 +154,17 @@ Expected<std::vector<std::shared_ptr<Node>>, FsError> CurrentView::build(
       }
       if (pkg_dir->children.empty()) {
         unmatched[name] = choice.path() + " has no wheel the target Python can install";
-        packages[name] = {{"folder", choice.path()}, {"reason", choice.reason},
-                          {"wheels", chosen}, {"rejected", rejected}};
+        packages[name] = {{"folder", choice.path()},
+                          {"reason", choice.reason},
+                          {"wheels", chosen},
+                          {"rejected", rejected}};
         continue;
       }
       pkg_dir->listed = true;
-      packages[name] = {{"folder", choice.path()}, {"reason", choice.reason},
-                        {"wheels", chosen}, {"rejected", rejected}};
+      packages[name] = {{"folder", choice.path()},
+                        {"reason", choice.reason},
+                        {"wheels", chosen},
+                        {"rejected", rejected}};
       out.push_back(pkg_dir);
     }
   }
@@ -172,8 +176,8 @@ Expected<std::vector<std::shared_ptr<Node>>, FsError> CurrentView::build(
   target_file->bytes = std::make_shared<const std::string>(report.dump(2) + "\n");
   target_file->identity = std::string(kName) + "/.target:" + sha256_hex(*target_file->bytes);
   out.push_back(target_file);
-  spdlog::info("current/ at {}: {} packages match, {} do not", commit.substr(0, 12),
-               out.size() - 1, unmatched.size());
+  spdlog::info("current/ at {}: {} packages match, {} do not", commit.substr(0, 12), out.size() - 1,
+               unmatched.size());
   return out;
 }
 

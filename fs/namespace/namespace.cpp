@@ -147,9 +147,10 @@ Expected<void, FsError> Namespace::ensure_listed(const std::shared_ptr<Node>& di
       if (dir->ino == kRootIno && synth_ != nullptr) {
         for (auto& n : synth_->root_entries(dir->commit)) {
           if (children.count(n->name) != 0) {
-            spdlog::warn("the repository has its own top-level \"{}\"; it is hidden by the "
-                         "synthetic folder of that name",
-                         n->name);
+            spdlog::warn(
+                "the repository has its own top-level \"{}\"; it is hidden by the "
+                "synthetic folder of that name",
+                n->name);
           }
           assign_inos(n);
           children[n->name] = n;
@@ -320,8 +321,8 @@ Expected<void, FsError> Namespace::diff(const std::shared_ptr<Node>& old_dir,
   return {};
 }
 
-Expected<Invalidations, FsError> Namespace::switch_to(const std::string& commit,
-                                                      std::int64_t mtime, bool force) {
+Expected<Invalidations, FsError> Namespace::switch_to(const std::string& commit, std::int64_t mtime,
+                                                      bool force) {
   std::lock_guard one_at_a_time(switch_mu_);
   std::shared_ptr<Node> old_root;
   {

@@ -51,11 +51,11 @@ enum class NodeKind : std::uint8_t { kDir, kFile, kSyntheticDir, kSyntheticFile 
 struct Node {
   Ino ino = 0;
   NodeKind kind = NodeKind::kDir;
-  std::string name;     // the name in its folder ("" for the root)
-  RemoteEntry entry;    // remote files and folders: the listing entry (entry.path = repo path)
-  std::string commit;   // the commit this node was listed at
+  std::string name;    // the name in its folder ("" for the root)
+  RemoteEntry entry;   // remote files and folders: the listing entry (entry.path = repo path)
+  std::string commit;  // the commit this node was listed at
   std::shared_ptr<const std::string> bytes;  // synthetic files: their content
-  std::shared_ptr<const Node> alias;          // a current/ entry: the remote file it shows
+  std::shared_ptr<const Node> alias;         // a current/ entry: the remote file it shows
   std::string identity;  // synthetic nodes: what makes their content (for the inode key)
   // Synthetic folders: produces the children on first listing.
   std::function<Expected<std::vector<std::shared_ptr<Node>>, FsError>()> generate;

@@ -76,7 +76,8 @@ void Fetcher::shutdown() {
   }
   work_cv_.notify_all();
   for (auto& f : left) {
-    if (!f->started.exchange(true)) finish(f, ReadError{ReadError::Kind::kCancelled, "shutting down"});
+    if (!f->started.exchange(true))
+      finish(f, ReadError{ReadError::Kind::kCancelled, "shutting down"});
   }
   for (auto& t : workers_) t.join();
   workers_.clear();
@@ -197,8 +198,9 @@ void Fetcher::run(const std::shared_ptr<Flight>& f) {
   const bool complete = state && *state && (*state)->complete();
   if (!complete) {
     // Download only what is still missing of the range.
-    auto missing = store_.read_blocks(f->content.id, f->content.size, f->range.first,
-                                      f->range.count, [](std::uint32_t, std::span<const std::byte>) {});
+    auto missing =
+        store_.read_blocks(f->content.id, f->content.size, f->range.first, f->range.count,
+                           [](std::uint32_t, std::span<const std::byte>) {});
     std::vector<BlockRange> runs;
     if (missing) {
       runs = coalesce(*missing, max_blocks_);
@@ -217,8 +219,7 @@ void Fetcher::run(const std::shared_ptr<Flight>& f) {
   finish(f, std::move(error));
 }
 
-Expected<void, ReadError> Fetcher::download(const FileContent& c, BlockRange r,
-                                            Deadline deadline) {
+Expected<void, ReadError> Fetcher::download(const FileContent& c, BlockRange r, Deadline deadline) {
   const std::uint64_t bs = store_.block_size();
   const std::uint64_t offset = static_cast<std::uint64_t>(r.first) * bs;
   const std::uint64_t end = std::min(c.size, static_cast<std::uint64_t>(r.end()) * bs);
@@ -316,9 +317,10 @@ Expected<void, ReadError> Fetcher::verify_once(const FileContent& c) {
       }
     }
   }
-  spdlog::error("{}: corrupt download: its bytes do not match {} twice; reads fail with EIO "
-                "for {} s",
-                c.path, c.id.to_string(), config_.corrupt_quarantine.count());
+  spdlog::error(
+      "{}: corrupt download: its bytes do not match {} twice; reads fail with EIO "
+      "for {} s",
+      c.path, c.id.to_string(), config_.corrupt_quarantine.count());
   std::lock_guard lock(mu_);
   quarantine_[c.id] = Clock::now() + config_.corrupt_quarantine;
   return unexpected(ReadError{ReadError::Kind::kCorrupt,

@@ -42,7 +42,7 @@ struct ReadError {
 
 struct FetcherConfig {
   unsigned workers = 16;
-  std::uint64_t max_request = 4ull << 20;  // bytes per ranged GET
+  std::uint64_t max_request = 4ull << 20;   // bytes per ranged GET
   std::chrono::seconds fetch_timeout{120};  // one download, however many retries
   // After a content failed verification twice, reads of it fail at once for this long.
   std::chrono::seconds corrupt_quarantine{60};
@@ -56,7 +56,7 @@ struct FetcherStats {
   std::uint64_t waits_joined = 0;  // block requests that joined a download already in flight
   std::uint64_t errors = 0;
   std::uint64_t corrupt = 0;
-  std::uint64_t uncached = 0;      // downloads the cache could not keep (full of open files)
+  std::uint64_t uncached = 0;  // downloads the cache could not keep (full of open files)
 };
 
 class Fetcher {

@@ -9,8 +9,7 @@ std::optional<Prefetch> Readahead::on_read(std::uint64_t offset, std::uint64_t l
   const bool first = first_;
   first_ = false;
   if (whole_file_) return std::nullopt;
-  if (first && wheel_ && size_ <= config_.whole_file_max &&
-      offset + config_.zip_tail >= size_) {
+  if (first && wheel_ && size_ <= config_.whole_file_max && offset + config_.zip_tail >= size_) {
     whole_file_ = true;
     return Prefetch{0, size_};
   }
@@ -18,8 +17,8 @@ std::optional<Prefetch> Readahead::on_read(std::uint64_t offset, std::uint64_t l
   // reads of a file at once (its own readahead, FUSE async reads) and they reach the request
   // threads in any order, so "near" allows some slack on both sides, scaled to the read size
   // so that small random reads rarely look sequential by chance.
-  const std::uint64_t slack = std::min(config_.sequential_slack, std::max<std::uint64_t>(
-                                                                     8 * length, 128 << 10));
+  const std::uint64_t slack =
+      std::min(config_.sequential_slack, std::max<std::uint64_t>(8 * length, 128 << 10));
   const bool sequential = !first && offset + slack >= next_ && offset <= next_ + slack;
   if (sequential || (first && offset == 0)) {
     ++run_;
@@ -39,8 +38,8 @@ std::optional<Prefetch> Readahead::on_read(std::uint64_t offset, std::uint64_t l
   const std::uint64_t from = std::max(fetched_until_, end);
   // Ask in pieces of at least one download request, so that downloads are large requests
   // rather than one per kernel read, and the window stays full as requests complete.
-  if (want_until <= from || (fetched_until_ > end && want_until - from < config_.batch &&
-                             want_until < size_)) {
+  if (want_until <= from ||
+      (fetched_until_ > end && want_until - from < config_.batch && want_until < size_)) {
     return std::nullopt;
   }
   fetched_until_ = want_until;

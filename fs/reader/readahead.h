@@ -44,10 +44,10 @@ class Readahead {
   bool wheel_;
   bool first_ = true;
   bool whole_file_ = false;
-  std::uint64_t next_ = 0;          // where a sequential reader reads next
-  std::uint64_t window_ = 0;        // current window (0: not sequential)
-  unsigned run_ = 0;                // sequential reads in a row
-  std::uint64_t fetched_until_ = 0; // prefetch asked up to here
+  std::uint64_t next_ = 0;           // where a sequential reader reads next
+  std::uint64_t window_ = 0;         // current window (0: not sequential)
+  unsigned run_ = 0;                 // sequential reads in a row
+  std::uint64_t fetched_until_ = 0;  // prefetch asked up to here
 };
 
 }  // namespace whfs::reader

@@ -12,12 +12,13 @@ Reader::Reader(cache::BlockStore& store, hub::HubClient& hub, ReaderConfig confi
     : store_(store), hub_(hub), config_(config), fetcher_(store, hub, config.fetcher) {}
 
 std::unique_ptr<OpenFile> Reader::open(const FileContent& content, bool is_wheel) {
-  auto f = std::make_unique<OpenFile>(content, Readahead(config_.readahead, content.size, is_wheel));
+  auto f =
+      std::make_unique<OpenFile>(content, Readahead(config_.readahead, content.size, is_wheel));
   if (auto r = store_.pin(content.id); r) {
     f->pinned_ = true;
   } else {
-    spdlog::warn("{}: cannot pin its cache entry ({}); it may be evicted while open",
-                 content.path, r.error().message);
+    spdlog::warn("{}: cannot pin its cache entry ({}); it may be evicted while open", content.path,
+                 r.error().message);
   }
   return f;
 }
@@ -36,8 +37,8 @@ Expected<void, ReadError> Reader::read(OpenFile& file, std::uint64_t offset, std
   }
   size = static_cast<std::size_t>(std::min<std::uint64_t>(size, c.size - offset));
   if (fetcher_.quarantined(c.id)) {
-    return unexpected(ReadError{ReadError::Kind::kCorrupt,
-                                c.path + ": its download did not match its hash"});
+    return unexpected(
+        ReadError{ReadError::Kind::kCorrupt, c.path + ": its download did not match its hash"});
   }
   const std::uint32_t bs = store_.block_size();
   // The readahead this read starts is queued after the read's own downloads (a window that
@@ -61,7 +62,8 @@ Expected<void, ReadError> Reader::read(OpenFile& file, std::uint64_t offset, std
     auto on_block = [&](std::uint32_t index, std::span<const std::byte> bytes) {
       const std::uint64_t block_start = static_cast<std::uint64_t>(index) * bs;
       const std::uint64_t from = std::max(offset, block_start) - block_start;
-      const std::uint64_t to = std::min<std::uint64_t>(end, block_start + bytes.size()) - block_start;
+      const std::uint64_t to =
+          std::min<std::uint64_t>(end, block_start + bytes.size()) - block_start;
       if (to <= from || iov.size() != index - range.first) return;  // a gap: not servable now
       iov.push_back(iovec{const_cast<std::byte*>(bytes.data() + from), to - from});
       if (iov.size() == range.count) {
@@ -88,26 +90,26 @@ Expected<void, ReadError> Reader::read(OpenFile& file, std::uint64_t offset, std
       return r;
     }
     if (fetcher_.quarantined(c.id)) {
-      return unexpected(ReadError{ReadError::Kind::kCorrupt,
-                                  c.path + ": its download did not match its hash"});
+      return unexpected(
+          ReadError{ReadError::Kind::kCorrupt, c.path + ": its download did not match its hash"});
     }
   }
   start_ahead();
   if (Clock::now() >= deadline) {
-    return unexpected(ReadError{ReadError::Kind::kTimedOut, c.path + ": no data before the read deadline"});
+    return unexpected(
+        ReadError{ReadError::Kind::kTimedOut, c.path + ": no data before the read deadline"});
   }
   // The cache could not keep the blocks (full of open files, or failing): read directly.
   return read_direct(c, offset, size, deadline, reply);
 }
 
 Expected<void, ReadError> Reader::read_direct(const FileContent& c, std::uint64_t offset,
-                                              std::size_t size, Deadline deadline,
-                                              ReplyFn reply) {
+                                              std::size_t size, Deadline deadline, ReplyFn reply) {
   std::vector<std::byte> buf(size);
   auto r = hub_.read_range(hub::FileRef{c.commit, c.path, c.size}, offset, buf, deadline);
   if (!r) {
     const auto kind = r.error().kind == hub::HubErrorKind::kTimeout ? ReadError::Kind::kTimedOut
-                                                                     : ReadError::Kind::kIo;
+                                                                    : ReadError::Kind::kIo;
     return unexpected(ReadError{kind, r.error().describe()});
   }
   const iovec one{buf.data(), buf.size()};

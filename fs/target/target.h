@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "fs/common/expected.h"
-#include "fs/target/overrides.h"
 #include "fs/target/gpu_probe.h"
+#include "fs/target/overrides.h"
 #include "fs/target/python_probe.h"
 #include "fs/target/tags.h"
 #include "fs/target/torch_probe.h"

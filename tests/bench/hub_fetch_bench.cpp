@@ -59,7 +59,8 @@ int main(int argc, char** argv) {
   for (auto& th : threads) th.join();
   const double secs = std::chrono::duration<double>(Clock::now() - start).count();
   if (failed) return 1;
-  std::printf("%.3f s, %.1f MiB/s, %llu requests\n", secs, static_cast<double>(size) / secs / (1 << 20),
+  std::printf("%.3f s, %.1f MiB/s, %llu requests\n", secs,
+              static_cast<double>(size) / secs / (1 << 20),
               static_cast<unsigned long long>(client->stats().requests.load()));
   return 0;
 }

@@ -161,7 +161,8 @@ nlohmann::json FakeHub::control(const std::string& route, const nlohmann::json& 
   const std::string payload = get ? "" : body.dump();
   std::string req = std::string(get ? "GET " : "POST ") + route +
                     " HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                    "Content-Length: " + std::to_string(payload.size()) + "\r\n\r\n" + payload;
+                    "Content-Length: " +
+                    std::to_string(payload.size()) + "\r\n\r\n" + payload;
   const int s = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -179,13 +180,16 @@ nlohmann::json FakeHub::control(const std::string& route, const nlohmann::json& 
   std::string resp;
   std::array<char, 65536> buf{};
   ssize_t n = 0;
-  while ((n = ::read(s, buf.data(), buf.size())) > 0) resp.append(buf.data(), static_cast<std::size_t>(n));
+  while ((n = ::read(s, buf.data(), buf.size())) > 0)
+    resp.append(buf.data(), static_cast<std::size_t>(n));
   ::close(s);
   const auto head_end = resp.find("\r\n\r\n");
-  if (resp.size() < 12 || head_end == std::string::npos) throw std::runtime_error("bad control reply");
+  if (resp.size() < 12 || head_end == std::string::npos)
+    throw std::runtime_error("bad control reply");
   const int status = std::stoi(resp.substr(9, 3));
   auto json = nlohmann::json::parse(resp.substr(head_end + 4), nullptr, false);
-  if (status != 200) throw std::runtime_error("control " + route + " failed: " + resp.substr(head_end + 4));
+  if (status != 200)
+    throw std::runtime_error("control " + route + " failed: " + resp.substr(head_end + 4));
   return json;
 }
 

@@ -78,7 +78,8 @@ class FakeHub {
   const std::string& cdn_url() const { return cdn_; }
 
   // POST a JSON body to a control route (GET for /state and /log); throws on HTTP errors.
-  nlohmann::json control(const std::string& route, const nlohmann::json& body = nlohmann::json::object());
+  nlohmann::json control(const std::string& route,
+                         const nlohmann::json& body = nlohmann::json::object());
   int fault(const nlohmann::json& spec) { return control("/faults", spec)["id"].get<int>(); }
   void clear_faults() { control("/faults/clear"); }
   std::vector<nlohmann::json> log() const;  // every request so far, from the JSON-lines file

@@ -41,7 +41,8 @@ TEST_F(VerifyTest, ServableReadsHideACompleteUnverifiedContent) {
   int served = 0;
   auto count = [&](std::uint32_t, std::span<const std::byte>) { ++served; };
   // Part of a content: servable.
-  ASSERT_TRUE(cache_->put_blocks(id, bytes.size(), 0, std::span(bytes).first(cache_->block_size())));
+  ASSERT_TRUE(
+      cache_->put_blocks(id, bytes.size(), 0, std::span(bytes).first(cache_->block_size())));
   auto partial = cache_->read_blocks(id, bytes.size(), 0, 4, count, servable);
   ASSERT_TRUE(partial);
   EXPECT_EQ(served, 1);

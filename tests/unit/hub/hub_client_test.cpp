@@ -1,5 +1,7 @@
 // CurlHubClient against the Hub emulator: every point of issue #3, checked through what the
 // client returns and what the emulator's request log saw.
+#include "fs/hub/hub_client.h"
+
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -10,15 +12,14 @@
 #include <thread>
 
 #include "fs/common/hash.h"
-#include "fs/hub/hub_client.h"
 #include "tests/support/fakehub.h"
 
 namespace whfs::hub {
 namespace {
 
 using namespace std::chrono_literals;
-using test::FakeHub;
 using nlohmann::json;
+using test::FakeHub;
 
 const std::string kRepo = "DoctorPopi/python_wheelhouse";
 
@@ -99,7 +100,8 @@ TEST_F(HubClientTest, ResolvesEveryRevisionFormToTheCommit) {
   // refs/pr/1 travels as ONE encoded segment.
   bool seen = false;
   for (const auto& e : hub_->log()) {
-    if (e["raw_path"].get<std::string>().find("/revision/refs%2Fpr%2F1") != std::string::npos) seen = true;
+    if (e["raw_path"].get<std::string>().find("/revision/refs%2Fpr%2F1") != std::string::npos)
+      seen = true;
   }
   EXPECT_TRUE(seen);
   auto missing = c->resolve_revision("no-such-branch", in(10s));
@@ -216,8 +218,9 @@ TEST_F(HubClientTest, ReusesTheSignedUrlAndResolvesAgainWhenItExpires) {
   EXPECT_EQ(buf, source(big()).substr(9000, 1000));
   log = log_since(mark);
   // Lines are written when responses end; the order of the requests is their arrival.
-  std::sort(log.begin(), log.end(),
-            [](const json& a, const json& b) { return a["start"].get<double>() < b["start"].get<double>(); });
+  std::sort(log.begin(), log.end(), [](const json& a, const json& b) {
+    return a["start"].get<double>() < b["start"].get<double>();
+  });
   ASSERT_EQ(log.size(), 3u);  // 403 from the CDN, a new 302, the read
   EXPECT_EQ(log[0]["status"], 403);
   EXPECT_EQ(log[1]["status"], 302);
@@ -302,7 +305,11 @@ TEST_F(HubClientTest, GatedRepoContentIsForbiddenWithoutAccess) {
 
 TEST_F(HubClientTest, RetriesRateLimitsAnd5xxThenSucceeds) {
   auto c = make_hub_client(config());
-  hub_->fault({{"kind", "status"}, {"status", 429}, {"retry_after", 0}, {"count", 1}, {"path", "/revision/"}});
+  hub_->fault({{"kind", "status"},
+               {"status", 429},
+               {"retry_after", 0},
+               {"count", 1},
+               {"path", "/revision/"}});
   hub_->fault({{"kind", "status"}, {"status", 503}, {"count", 2}, {"path", "/revision/"}});
   const auto retries = c->stats().retries.load();
   auto r = c->resolve_revision("main", in(30s));
@@ -332,7 +339,8 @@ TEST_F(HubClientTest, ResetAndTruncatedBodiesAreResumedNeverReturnedShort) {
   std::string buf(100000, '\0');
   auto r = c->read_range(file(big()), 0, std::as_writable_bytes(std::span(buf)), in(20s));
   ASSERT_FALSE(r);
-  EXPECT_TRUE(r.error().kind == HubErrorKind::kCorrupt || r.error().kind == HubErrorKind::kUnavailable)
+  EXPECT_TRUE(r.error().kind == HubErrorKind::kCorrupt ||
+              r.error().kind == HubErrorKind::kUnavailable)
       << r.error().describe();
 }
 
@@ -384,7 +392,8 @@ TEST_F(HubClientTest, HubDownIsUnavailable) {
   auto r = c->resolve_revision("main", in(5s));
   hub_->control("/up", {{"server", "hub"}});
   ASSERT_FALSE(r);
-  EXPECT_TRUE(r.error().kind == HubErrorKind::kUnavailable || r.error().kind == HubErrorKind::kTimeout)
+  EXPECT_TRUE(r.error().kind == HubErrorKind::kUnavailable ||
+              r.error().kind == HubErrorKind::kTimeout)
       << r.error().describe();
   EXPECT_TRUE(c->resolve_revision("main", in(10s)));
 }
@@ -401,7 +410,8 @@ TEST_F(HubClientTest, ManyParallelRangesOverReusedConnections) {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kPerThread; ++i) {
-        const std::uint64_t off = (static_cast<std::uint64_t>(t * kPerThread + i) * 32768) % (wheel.size - 32768);
+        const std::uint64_t off =
+            (static_cast<std::uint64_t>(t * kPerThread + i) * 32768) % (wheel.size - 32768);
         std::string buf(32768, '\0');
         auto r = c->read_range(wheel, off, std::as_writable_bytes(std::span(buf)), in(60s));
         if (!r || buf != src.substr(off, buf.size())) ++bad;

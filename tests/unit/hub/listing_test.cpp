@@ -13,9 +13,11 @@ std::string file_json(const std::string& path, const std::string& extra = "") {
 }
 
 TEST(Listing, ParsesFilesFoldersAndLfs) {
-  const std::string body = "[" +
-      std::string(R"({"type":"directory","oid":")") + kOid + R"(","size":0,"path":"pkg/sm89"},)" +
-      file_json("pkg/a.whl", R"(,"lfs":{"oid":")" + kSha + R"(","size":4096,"pointerSize":134},"xetHash":")" + kSha + "\"") +
+  const std::string body =
+      "[" + std::string(R"({"type":"directory","oid":")") + kOid +
+      R"(","size":0,"path":"pkg/sm89"},)" +
+      file_json("pkg/a.whl", R"(,"lfs":{"oid":")" + kSha +
+                                 R"(","size":4096,"pointerSize":134},"xetHash":")" + kSha + "\"") +
       "," + file_json("pkg/README.md") + "]";
   auto page = parse_tree_page(body, "pkg", false);
   ASSERT_TRUE(page) << page.error().describe();
@@ -95,8 +97,10 @@ TEST(Listing, RevisionInfo) {
 }
 
 TEST(Listing, LinkHeader) {
-  EXPECT_EQ(parse_link_next(R"(<https://h/api/x?cursor=abc>; rel="next")"), "https://h/api/x?cursor=abc");
-  EXPECT_EQ(parse_link_next(R"(<https://h/p1>; rel="prev", <https://h/p3>; rel="next")"), "https://h/p3");
+  EXPECT_EQ(parse_link_next(R"(<https://h/api/x?cursor=abc>; rel="next")"),
+            "https://h/api/x?cursor=abc");
+  EXPECT_EQ(parse_link_next(R"(<https://h/p1>; rel="prev", <https://h/p3>; rel="next")"),
+            "https://h/p3");
   EXPECT_EQ(parse_link_next(R"(<https://h/a,b>; rel=next)"), "https://h/a,b");
   EXPECT_EQ(parse_link_next(R"(<https://h/x>; rel="prefetch next")"), "https://h/x");
   EXPECT_EQ(parse_link_next(R"(<https://h/x>; title="a, rel=next"; rel="prev")"), std::nullopt);

@@ -38,7 +38,8 @@ TEST(Retry, ServerHints) {
 
 TEST(Retry, RetryableStatuses) {
   for (int s : {408, 429, 500, 502, 503, 504}) EXPECT_TRUE(retryable_status(s)) << s;
-  for (int s : {200, 206, 301, 400, 401, 403, 404, 416, 501}) EXPECT_FALSE(retryable_status(s)) << s;
+  for (int s : {200, 206, 301, 400, 401, 403, 404, 416, 501})
+    EXPECT_FALSE(retryable_status(s)) << s;
 }
 
 }  // namespace

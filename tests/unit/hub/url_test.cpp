@@ -41,7 +41,8 @@ TEST(Url, ResolveReference) {
   const std::string base = "http://127.0.0.1:5/datasets/a/b/resolve/main/x.md?q=1";
   EXPECT_EQ(resolve_reference(base, "/api/resolve-cache/datasets/a/b/sha/x.md?etag=%22e%22"),
             "http://127.0.0.1:5/api/resolve-cache/datasets/a/b/sha/x.md?etag=%22e%22");
-  EXPECT_EQ(resolve_reference(base, "http://localhost:6/blob?sig=1"), "http://localhost:6/blob?sig=1");
+  EXPECT_EQ(resolve_reference(base, "http://localhost:6/blob?sig=1"),
+            "http://localhost:6/blob?sig=1");
   EXPECT_EQ(resolve_reference(base, "y.md"), "http://127.0.0.1:5/datasets/a/b/resolve/main/y.md");
   EXPECT_EQ(resolve_reference(base, "../z"), "http://127.0.0.1:5/datasets/a/b/resolve/z");
   EXPECT_EQ(resolve_reference(base, "//cdn.example/p"), "http://cdn.example/p");

@@ -105,7 +105,8 @@ class MemoryStore : public cache::BlockStore {
   cache::ContentState state(Content& c, std::uint64_t size) {
     c.size = size;
     return cache::ContentState{static_cast<std::uint32_t>(c.blocks.size()),
-                               static_cast<std::uint32_t>((size + block_ - 1) / block_), c.verified};
+                               static_cast<std::uint32_t>((size + block_ - 1) / block_),
+                               c.verified};
   }
   std::uint32_t block_;
   std::mutex mu_;
@@ -118,7 +119,8 @@ class MemoryHub : public hub::HubClient {
  public:
   explicit MemoryHub(std::string bytes) : bytes_(std::move(bytes)) {}
 
-  Expected<hub::Revision, hub::HubError> resolve_revision(std::string_view, hub::Deadline) override {
+  Expected<hub::Revision, hub::HubError> resolve_revision(std::string_view,
+                                                          hub::Deadline) override {
     return hub::Revision{std::string(40, 'a'), ""};
   }
   Expected<std::vector<RemoteEntry>, hub::HubError> list_folder(std::string_view, std::string_view,
@@ -140,9 +142,11 @@ class MemoryHub : public hub::HubClient {
         return unexpected(hub::HubError{hub::HubErrorKind::kTimeout, "held", 0, "", ""});
       }
     }
-    if (fail) return unexpected(hub::HubError{hub::HubErrorKind::kUnavailable, "down", 503, "", ""});
+    if (fail)
+      return unexpected(hub::HubError{hub::HubErrorKind::kUnavailable, "down", 503, "", ""});
     std::memcpy(out.data(), bytes_.data() + offset, out.size());
-    if (corrupt && offset == 0) out[0] = static_cast<std::byte>(~static_cast<unsigned char>(out[0]));
+    if (corrupt && offset == 0)
+      out[0] = static_cast<std::byte>(~static_cast<unsigned char>(out[0]));
     return {};
   }
   const hub::HubStats& stats() const override { return stats_; }

@@ -28,8 +28,9 @@ std::string make_bytes(std::size_t n) {
 FileContent content_of(const std::string& bytes) {
   Hasher h(HashAlgo::kSha256);
   h.update(bytes);
-  return FileContent{std::string(40, 'c'), "pkg/x.whl", bytes.size(),
-                     *cache::ContentId::from_hex(cache::ContentId::Kind::kSha256, to_hex(h.finish()))};
+  return FileContent{
+      std::string(40, 'c'), "pkg/x.whl", bytes.size(),
+      *cache::ContentId::from_hex(cache::ContentId::Kind::kSha256, to_hex(h.finish()))};
 }
 
 class FetcherTest : public ::testing::Test {

@@ -51,7 +51,8 @@ TEST(Readahead, ReadsArrivingSlightlyOutOfOrderStaySequential) {
   Readahead ra(cfg(), 100 * MiB, false);
   ra.on_read(0, 128 * 1024);
   // The kernel's async reads: 256K before 128K, then 512K, then 384K.
-  for (std::uint64_t off : {256 * 1024, 128 * 1024, 512 * 1024, 384 * 1024}) ra.on_read(off, 128 * 1024);
+  for (std::uint64_t off : {256 * 1024, 128 * 1024, 512 * 1024, 384 * 1024})
+    ra.on_read(off, 128 * 1024);
   EXPECT_GT(ra.window(), 1 * MiB);
 }
 
