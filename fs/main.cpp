@@ -5,6 +5,7 @@
 // is what mount(8), /etc/fstab and scripts expect.
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <spdlog/sinks/syslog_sink.h>
 #include <spdlog/spdlog.h>
 #include <sys/mount.h>
@@ -79,6 +80,11 @@ void detach_stdio() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A long-running daemon with ~40 threads: few malloc arenas, and a fixed mmap threshold so
+  // that large buffers go back to the kernel when freed (glibc's sliding threshold would move
+  // them into arenas that never shrink).
+  mallopt(M_ARENA_MAX, 4);
+  mallopt(M_MMAP_THRESHOLD, 512 << 10);
   std::vector<std::string> args(argv + 1, argv + argc);
   auto parsed = whfs::parse_mount_args(args, [](const char* n) { return std::getenv(n); });
   if (!parsed) {

@@ -100,7 +100,12 @@ class Nginx:
 
 
 class Mount:
+    _seq = 0
+
     def __init__(self, hub, work, name, options=()):
+        # Each mount gets a cache of its own (a WAN pass must not find the unthrottled pass's).
+        Mount._seq += 1
+        name = f"{name}-{Mount._seq}"
         self.mnt = os.path.join(work, name)
         os.makedirs(self.mnt, exist_ok=True)
         self.cache = os.path.join(work, name + "-cache")
