@@ -4,6 +4,7 @@
 // on stderr and a non-zero status): the parent waits on a pipe for the daemon's verdict. This
 // is what mount(8), /etc/fstab and scripts expect.
 
+#include <execinfo.h>
 #include <fcntl.h>
 #include <malloc.h>
 #include <spdlog/sinks/syslog_sink.h>
@@ -15,8 +16,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -30,6 +34,45 @@
 #endif
 
 namespace {
+
+// A crash leaves its cause in the log (stderr: the journal under systemd, the file given to
+// -f): the signal and a backtrace, then the default action (a core dump where enabled).
+void on_fatal_signal(int sig) {
+  const char* name = sig == SIGSEGV   ? "SIGSEGV"
+                     : sig == SIGBUS  ? "SIGBUS"
+                     : sig == SIGFPE  ? "SIGFPE"
+                     : sig == SIGILL  ? "SIGILL"
+                     : sig == SIGABRT ? "SIGABRT"
+                                      : "a fatal signal";
+  const char head[] = "wheelhousefs: crashed with ";
+  [[maybe_unused]] auto r1 = ::write(STDERR_FILENO, head, sizeof head - 1);
+  [[maybe_unused]] auto r2 = ::write(STDERR_FILENO, name, std::strlen(name));
+  [[maybe_unused]] auto r3 = ::write(STDERR_FILENO, "; backtrace:\n", 13);
+  void* frames[64];
+  ::backtrace_symbols_fd(frames, ::backtrace(frames, 64), STDERR_FILENO);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+void install_crash_handlers() {
+  void* warm[1];
+  ::backtrace(warm, 1);  // the first call loads libgcc (it allocates): not in a handler
+  struct sigaction sa {};
+  sa.sa_handler = on_fatal_signal;
+  sa.sa_flags = SA_RESETHAND;
+  for (int s : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) ::sigaction(s, &sa, nullptr);
+  std::set_terminate([] {
+    try {
+      if (auto e = std::current_exception()) std::rethrow_exception(e);
+      std::fputs("wheelhousefs: terminate called without an exception\n", stderr);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "wheelhousefs: uncaught exception: %s\n", e.what());
+    } catch (...) {
+      std::fputs("wheelhousefs: uncaught exception of an unknown type\n", stderr);
+    }
+    std::abort();
+  });
+}
 
 void notify_systemd([[maybe_unused]] const char* state) {
 #ifdef WHFS_HAVE_SYSTEMD
@@ -85,6 +128,7 @@ int main(int argc, char** argv) {
   // them into arenas that never shrink).
   mallopt(M_ARENA_MAX, 4);
   mallopt(M_MMAP_THRESHOLD, 512 << 10);
+  install_crash_handlers();
   std::vector<std::string> args(argv + 1, argv + argc);
   auto parsed = whfs::parse_mount_args(args, [](const char* n) { return std::getenv(n); });
   if (!parsed) {

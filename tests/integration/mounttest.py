@@ -94,6 +94,7 @@ class Mount:
         cmd = [BINARY, "-o", ",".join(opts), repo, self.mountpoint]
         self.env = dict(os.environ, **(env or {}))
         self.log = open(self.log_path, "ab")
+        self.killed = False
         if daemon:
             proc = subprocess.run(cmd, stdout=self.log, stderr=subprocess.PIPE, env=self.env,
                                   timeout=60)
@@ -146,10 +147,15 @@ class Mount:
             wait_for(lambda: not os.path.exists(f"/proc/{self.pid}"), timeout=timeout)
         if not self.log.closed:
             self.log.close()
+        if status not in (None, 0) and not self.killed:
+            # A crash or a fatal error nobody asked for: show why, whatever the test says.
+            sys.stderr.write(f"wheelhousefs on {self.mountpoint} ended with status {status}; "
+                             f"its log:\n{self.read_log()[-20000:]}\n")
         return status
 
     def kill(self):
         """Crash the daemon (SIGKILL) and clean the dead mount up."""
+        self.killed = True
         os.kill(self.pid, signal.SIGKILL)
         if self.proc is not None:
             self.proc.wait()

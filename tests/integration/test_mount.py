@@ -241,6 +241,7 @@ class MountLifecycle(MountedTestCase):
         m = mounttest.Mount(self.hub.hub, work)
         some = next(iter(files_of(self.manifest)))
         sha = sha256_file(m.path(some))
+        m.killed = True
         os.kill(m.pid, signal.SIGKILL)
         m.proc.wait()
         with self.assertRaises(OSError) as cm:
