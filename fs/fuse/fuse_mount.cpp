@@ -53,17 +53,19 @@ fuse_entry_param entry_of(const ns::Attr& a) {
 
 void reply_error(fuse_req_t req, const FsErr& e) { fuse_reply_err(req, to_errno(e.kind)); }
 
-// No exception may cross into libfuse's C frames: catch here, reply EIO, log once.
+// No exception may cross into libfuse's C frames: catch here, reply EIO, log once. A request
+// is answered once only: libfuse frees it with the reply, so an operation that may throw after
+// replying passes the flag it sets.
 template <class F>
-void guarded(fuse_req_t req, const char* op, F&& body) {
+void guarded(fuse_req_t req, const char* op, F&& body, const bool* replied = nullptr) {
   try {
     body();
   } catch (const std::exception& ex) {
     spdlog::error("{}: internal error: {}", op, ex.what());
-    fuse_reply_err(req, EIO);
+    if (replied == nullptr || !*replied) fuse_reply_err(req, EIO);
   } catch (...) {
     spdlog::error("{}: internal error", op);
-    fuse_reply_err(req, EIO);
+    if (replied == nullptr || !*replied) fuse_reply_err(req, EIO);
   }
 }
 
@@ -186,16 +188,19 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 }
 
 void op_read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
-  guarded(req, "read", [&] {
-    auto* h = reinterpret_cast<FileHandle*>(fi->fh);
-    bool replied = false;
-    auto r =
-        fs_of(req).read(*h, static_cast<std::uint64_t>(off), size, [&](std::span<const iovec> iov) {
-          fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
-          replied = true;
-        });
-    if (!r && !replied) reply_error(req, r.error());
-  });
+  bool replied = false;
+  guarded(
+      req, "read",
+      [&] {
+        auto* h = reinterpret_cast<FileHandle*>(fi->fh);
+        auto r = fs_of(req).read(*h, static_cast<std::uint64_t>(off), size,
+                                 [&](std::span<const iovec> iov) {
+                                   replied = true;
+                                   fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
+                                 });
+        if (!r && !replied) reply_error(req, r.error());
+      },
+      &replied);
 }
 
 void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {

@@ -67,16 +67,17 @@ Expected<void, ReadError> Reader::read(OpenFile& file, std::uint64_t offset, std
       if (to <= from || iov.size() != index - range.first) return;  // a gap: not servable now
       iov.push_back(iovec{const_cast<std::byte*>(bytes.data() + from), to - from});
       if (iov.size() == range.count) {
+        // Nothing of `file` may be touched once the reply is out: the kernel may send the
+        // RELEASE that destroys it at once, to another thread. The read's own blocks are all
+        // here, so its readahead goes first.
+        start_ahead();
         reply(iov);  // inside the cache's read transaction: the bytes are still mapped
         replied = true;
       }
     };
     auto missing = store_.read_blocks(c.id, c.size, range.first, range.count, on_block,
                                       cache::BlockStore::ReadMode::kServable);
-    if (replied) {
-      start_ahead();
-      return {};
-    }
+    if (replied) return {};
     if (!missing) {
       spdlog::warn("{}: cache read failed ({}); reading from the Hub", c.path,
                    missing.error().message);

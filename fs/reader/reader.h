@@ -50,7 +50,8 @@ class Reader {
   void release(OpenFile& file);
 
   // Reads up to `size` bytes at `offset` (fewer at the end of the file) and hands them to
-  // `reply` exactly once on success.
+  // `reply` exactly once on success. `reply` is the last use of `file`: once it returns,
+  // `file` may already be released and destroyed (by the kernel's RELEASE, on another thread).
   Expected<void, ReadError> read(OpenFile& file, std::uint64_t offset, std::size_t size,
                                  Deadline deadline, ReplyFn reply);
 

@@ -145,6 +145,10 @@ class Mount:
                 status = self.proc.wait()
         elif self.pid:
             wait_for(lambda: not os.path.exists(f"/proc/{self.pid}"), timeout=timeout)
+        if is_mounted(self.mountpoint) and not self.serving():
+            # Busy when asked (a file left open), and its daemon is gone now: never leave a
+            # dead mount behind for the next run to trip over.
+            subprocess.run(["fusermount3", "-u", "-z", self.mountpoint], check=False)
         if not self.log.closed:
             self.log.close()
         if status not in (None, 0) and not self.killed:

@@ -244,6 +244,7 @@ class MountLifecycle(MountedTestCase):
         m.killed = True
         os.kill(m.pid, signal.SIGKILL)
         m.proc.wait()
+        self.addCleanup(subprocess.run, ["fusermount3", "-u", "-z", work + "/mnt"], check=False)
         with self.assertRaises(OSError) as cm:
             os.listdir(m.mountpoint)
         self.assertEqual(cm.exception.errno, errno.ENOTCONN)

@@ -75,7 +75,9 @@ class Cli(MountedTestCase):
         self.assertNotIn(f"sha256:{sha}",
                          cli("cache", "--cache-dir", m.cache_dir, "ls", "--json").stdout)
         self.hub.clear_log()
-        os.posix_fadvise(os.open(wheel, os.O_RDONLY), 0, 0, os.POSIX_FADV_DONTNEED)
+        fd = os.open(wheel, os.O_RDONLY)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.close(fd)
         self.assertIn("emptied", cli("cache", "--cache-dir", m.cache_dir, "clear", "--yes").stdout)
         self.assertEqual(json.loads(cli("cache", "--cache-dir", m.cache_dir, "stats", "--json").stdout)["contents"], 0)
         refuse = cli("cache", "--cache-dir", m.cache_dir, "clear", check=False)

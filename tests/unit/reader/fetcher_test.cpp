@@ -140,6 +140,32 @@ TEST_F(FetcherTest, AReadNeverWaitsForTheReadaheadItStarts) {
   r.release(*f);
 }
 
+TEST_F(FetcherTest, TheReplyIsTheReadsLastUseOfTheFile) {
+  // The kernel may send RELEASE the moment a read is answered, and another thread destroys the
+  // open file: the read must not touch it after replying (ASan sees it if it does). Cold and
+  // warm, each read sequential so that it also starts readahead.
+  ReadaheadConfig ra;
+  ra.initial_window = 4 * kBlock;
+  ra.batch = 2 * kBlock;
+  Reader r(store, hub, ReaderConfig{config(), ra});
+  for (int pass = 0; pass < 2; ++pass) {
+    std::uint64_t off = 0;
+    for (int i = 0; i < 5; ++i, off += 2 * kBlock) {
+      auto f = r.open(content, false);
+      std::string got;
+      auto res = r.read(*f, off, 2 * kBlock, Clock::now() + 5s, [&](std::span<const iovec> iov) {
+        for (const auto& v : iov) got.append(static_cast<const char*>(v.iov_base), v.iov_len);
+        r.release(*f);
+        f.reset();
+      });
+      ASSERT_TRUE(res) << res.error().message;
+      EXPECT_EQ(f, nullptr);
+      EXPECT_EQ(got, bytes.substr(off, 2 * kBlock)) << "pass " << pass << " at " << off;
+    }
+  }
+  EXPECT_EQ(store.pins, 0);
+}
+
 TEST_F(FetcherTest, ReaderServesExactBytesAndVerifiesTheWholeContent) {
   Reader r(store, hub, ReaderConfig{config(), {}});
   auto f = r.open(content, false);
