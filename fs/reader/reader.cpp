@@ -75,8 +75,9 @@ Expected<void, ReadError> Reader::read(OpenFile& file, std::uint64_t offset, std
         replied = true;
       }
     };
-    auto missing = store_.read_blocks(c.id, c.size, range.first, range.count, on_block,
-                                      cache::BlockStore::ReadMode::kServable);
+    // The store gets a copy of the id: the reply inside may destroy `file`, and `c` with it.
+    auto missing = store_.read_blocks(cache::ContentId(c.id), c.size, range.first, range.count,
+                                      on_block, cache::BlockStore::ReadMode::kServable);
     if (replied) return {};
     if (!missing) {
       spdlog::warn("{}: cache read failed ({}); reading from the Hub", c.path,

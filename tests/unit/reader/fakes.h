@@ -38,6 +38,7 @@ class MemoryStore : public cache::BlockStore {
       }
       fn(b, std::as_bytes(std::span(it->second)));
     }
+    last_read = id.to_string();  // like the real cache's recency record, after the callbacks
     return missing;
   }
 
@@ -92,6 +93,7 @@ class MemoryStore : public cache::BlockStore {
   std::atomic<int> verifies{0};
   std::atomic<int> pins{0};
   std::atomic<bool> full{false};
+  std::string last_read;  // the content of the latest read_blocks (under mu_)
 
  private:
   struct Content {
