@@ -22,6 +22,7 @@
 #include "fs/namespace/current_view.h"
 #include "fs/namespace/namespace.h"
 #include "fs/reader/reader.h"
+#include "fs/stats_json.h"
 #include "fs/target/target.h"
 
 namespace whfs {
@@ -341,16 +342,7 @@ class MountApp {
                   {"joined", f.waits_joined},    {"errors", f.errors},
                   {"corrupt", f.corrupt},        {"uncached", f.uncached}};
     if (auto s = cache_->stats(); s) {
-      j["cache"] = {{"dir", o_.cache_dir},
-                    {"cap_bytes", s->cap_bytes},
-                    {"used_bytes", s->usage.footprint_bytes},
-                    {"payload_bytes", s->usage.payload_bytes},
-                    {"contents", s->usage.contents},
-                    {"blocks", s->usage.blocks},
-                    {"hits", s->counters.hits},
-                    {"misses", s->counters.misses},
-                    {"evictions", s->counters.evictions},
-                    {"corrupt_blocks", s->counters.corrupt_blocks}};
+      j["cache"] = cache_stats_json(o_.cache_dir, *s);
     }
     return j.dump();
   }

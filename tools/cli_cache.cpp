@@ -16,6 +16,7 @@
 #include "cache/block_cache.h"
 #include "fs/common/units.h"
 #include "fs/options.h"
+#include "fs/stats_json.h"
 #include "tools/cli_commands.h"
 
 namespace whfs::cli {
@@ -66,21 +67,7 @@ int run_cache_stats(const CommonOptions& o) {
     std::fprintf(stderr, "wheelhouse: %s\n", s.error().message.c_str());
     return kFailed;
   }
-  nlohmann::json j = {{"dir", cache_dir_of(o)},
-                      {"cap_bytes", s->cap_bytes},
-                      {"used_bytes", s->usage.footprint_bytes},
-                      {"payload_bytes", s->usage.payload_bytes},
-                      {"file_bytes", s->file_bytes},
-                      {"disk_bytes", s->disk_bytes},
-                      {"block_size", s->block_size},
-                      {"contents", s->usage.contents},
-                      {"blocks", s->usage.blocks},
-                      {"hits", s->counters.hits},
-                      {"misses", s->counters.misses},
-                      {"evictions", s->counters.evictions},
-                      {"evicted_bytes", s->counters.evicted_bytes},
-                      {"corrupt_blocks", s->counters.corrupt_blocks},
-                      {"corrupt_contents", s->counters.corrupt_contents}};
+  const nlohmann::json j = cache_stats_json(cache_dir_of(o), *s);
   if (o.json) {
     std::cout << j.dump(2) << "\n";
     return kOk;

@@ -257,26 +257,13 @@ void BM_LmdbPut(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 128 * payload.size());
 }
 
-BENCHMARK(BM_CacheGet)
-    ->ArgName("pages")
-    ->Arg(8)
-    ->Arg(16)
-    ->Arg(64)
-    ->Arg(256)
-    ->Threads(1)
-    ->Threads(4)
-    ->Threads(16)
-    ->UseRealTime();
-BENCHMARK(BM_FileGet)
-    ->ArgName("pages")
-    ->Arg(8)
-    ->Arg(16)
-    ->Arg(64)
-    ->Arg(256)
-    ->Threads(1)
-    ->Threads(4)
-    ->Threads(16)
-    ->UseRealTime();
+// The cache and the local file are read with the same sizes and threads, to be compared.
+void same_reads(benchmark::internal::Benchmark* b) {
+  b->ArgName("pages")->Arg(8)->Arg(16)->Arg(64)->Arg(256);
+  b->Threads(1)->Threads(4)->Threads(16)->UseRealTime();
+}
+BENCHMARK(BM_CacheGet)->Apply(same_reads);
+BENCHMARK(BM_FileGet)->Apply(same_reads);
 BENCHMARK(BM_CachePut)
     ->ArgNames({"pages", "batch"})
     ->Args({8, 1})

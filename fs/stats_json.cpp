@@ -1,0 +1,23 @@
+#include "fs/stats_json.h"
+
+namespace whfs {
+
+nlohmann::json cache_stats_json(const std::string& dir, const cache::CacheStats& s) {
+  return {{"dir", dir},
+          {"cap_bytes", s.cap_bytes},
+          {"used_bytes", s.usage.footprint_bytes},
+          {"payload_bytes", s.usage.payload_bytes},
+          {"file_bytes", s.file_bytes},
+          {"disk_bytes", s.disk_bytes},
+          {"block_size", s.block_size},
+          {"contents", s.usage.contents},
+          {"blocks", s.usage.blocks},
+          {"hits", s.counters.hits},
+          {"misses", s.counters.misses},
+          {"evictions", s.counters.evictions},
+          {"evicted_bytes", s.counters.evicted_bytes},
+          {"corrupt_blocks", s.counters.corrupt_blocks},
+          {"corrupt_contents", s.counters.corrupt_contents}};
+}
+
+}  // namespace whfs
