@@ -117,6 +117,11 @@ Result<std::vector<std::uint32_t>> LmdbBlockCache::read_blocks(const ContentId& 
         const std::uint32_t stop = index ? std::min(*index, end) : end;
         for (; next < stop; ++next) missing.push_back(next);
         if (next == end) break;
+        if (mode == ReadMode::kPresence) {
+          ++next;
+          e = rd.cursor.next();
+          continue;
+        }
         const auto payload = checked_payload((*e)->key, (*e)->value);
         if (!payload) {
           bad.push_back(next);
@@ -134,7 +139,7 @@ Result<std::vector<std::uint32_t>> LmdbBlockCache::read_blocks(const ContentId& 
     });
     if (!ok) return Unexpected<CacheError>{ok.error()};
     if (!bad.empty()) (void)drop_bad_blocks(id, bad);
-    if (unverified) return missing;
+    if (unverified || mode == ReadMode::kPresence) return missing;
     {
       PendingShard& shard = pending_shard();
       std::lock_guard lk(shard.mu);

@@ -36,7 +36,10 @@ class BlockStore {
   // kServable: for bytes handed to a reader. A content that is complete but whose hash has
   // not matched yet reports every block missing (verify_content() first), so that no reader
   // ever receives every byte of a file that may be wrong. kAny: whatever is stored.
-  enum class ReadMode { kAny, kServable };
+  // kPresence: which blocks are stored, from the keys alone: `fn` is not called, checksums
+  // are not checked, and neither the hit/miss counters nor recency change (a downloader
+  // asking what is left to fetch is not a reader).
+  enum class ReadMode { kAny, kServable, kPresence };
 
   // Calls `fn` for each present, checksum-valid block of [first, first + count) in order, in
   // one read transaction, and returns the indices it did not call `fn` for. Never waits for

@@ -91,7 +91,8 @@ Expected<void, FsErr> Filesystem::read(FileHandle& fh, std::uint64_t offset, std
                                        reader::Reader::ReplyFn reply) {
   if (!fh.remote) {
     // A synthetic file: its bytes are in memory.
-    const std::string& bytes = fh.node->bytes ? *fh.node->bytes : std::string();
+    static const std::string kNone;
+    const std::string& bytes = fh.node->bytes ? *fh.node->bytes : kNone;  // no copy
     iovec iov{};
     if (offset < bytes.size()) {
       iov.iov_base = const_cast<char*>(bytes.data() + offset);

@@ -18,10 +18,11 @@ struct Fetcher::Flight {
   // stuck download for the next one to join); a prefetch gets fetch_timeout from its start.
   std::optional<Deadline> deadline;
   std::atomic<bool> started{false};
-  std::mutex mu;  // guards done and error
+  std::mutex mu;  // guards done, error and stored
   std::condition_variable cv;
   bool done = false;
   std::optional<ReadError> error;
+  Stored stored = Stored::kCached;
 };
 
 struct Fetcher::Verification {
@@ -92,9 +93,9 @@ std::shared_ptr<Fetcher::Flight> Fetcher::start_flight_locked(const FileContent&
   return f;
 }
 
-Expected<void, ReadError> Fetcher::fetch(const FileContent& content,
-                                         const std::vector<std::uint32_t>& missing,
-                                         Deadline deadline, std::optional<BlockRange> then) {
+Expected<Stored, ReadError> Fetcher::fetch(const FileContent& content,
+                                           const std::vector<std::uint32_t>& missing,
+                                           Deadline deadline, std::optional<BlockRange> then) {
   std::vector<std::shared_ptr<Flight>> waits;
   {
     std::lock_guard lock(mu_);
@@ -126,6 +127,7 @@ Expected<void, ReadError> Fetcher::fetch(const FileContent& content,
     if (then) prefetch_locked(content, *then);
   }
   work_cv_.notify_all();
+  Stored stored = Stored::kCached;
   for (const auto& f : waits) {
     std::unique_lock lock(f->mu);
     if (!f->cv.wait_until(lock, deadline, [&] { return f->done; })) {
@@ -133,8 +135,9 @@ Expected<void, ReadError> Fetcher::fetch(const FileContent& content,
                                   content.path + ": no data before the read deadline"});
     }
     if (f->error) return unexpected(*f->error);
+    if (f->stored == Stored::kNotKept) stored = Stored::kNotKept;
   }
-  return {};
+  return stored;
 }
 
 void Fetcher::prefetch(const FileContent& content, BlockRange range) {
@@ -191,6 +194,7 @@ void Fetcher::worker() {
 
 void Fetcher::run(const std::shared_ptr<Flight>& f) {
   std::optional<ReadError> error;
+  Stored stored = Stored::kCached;
   const Deadline deadline = f->deadline.value_or(Clock::now() + config_.fetch_timeout);
   // A prefetch may be overtaken by readers that fetched the same content meanwhile: skip
   // contents that are complete already (verifying them if nobody did).
@@ -198,9 +202,9 @@ void Fetcher::run(const std::shared_ptr<Flight>& f) {
   const bool complete = state && *state && (*state)->complete();
   if (!complete) {
     // Download only what is still missing of the range.
-    auto missing =
-        store_.read_blocks(f->content.id, f->content.size, f->range.first, f->range.count,
-                           [](std::uint32_t, std::span<const std::byte>) {});
+    auto missing = store_.read_blocks(
+        f->content.id, f->content.size, f->range.first, f->range.count,
+        [](std::uint32_t, std::span<const std::byte>) {}, cache::BlockStore::ReadMode::kPresence);
     std::vector<BlockRange> runs;
     if (missing) {
       runs = coalesce(*missing, max_blocks_);
@@ -208,18 +212,21 @@ void Fetcher::run(const std::shared_ptr<Flight>& f) {
       runs = {f->range};
     }
     for (const auto& r : runs) {
-      if (auto d = download(f->content, r, deadline); !d) {
+      auto d = download(f->content, r, deadline);
+      if (!d) {
         error = d.error();
         break;
       }
+      if (*d == Stored::kNotKept) stored = Stored::kNotKept;
     }
   } else if (!(*state)->verified) {
     if (auto r = verify_or_retry(f->content); !r) error = r.error();
   }
-  finish(f, std::move(error));
+  finish(f, std::move(error), stored);
 }
 
-Expected<void, ReadError> Fetcher::download(const FileContent& c, BlockRange r, Deadline deadline) {
+Expected<Stored, ReadError> Fetcher::download(const FileContent& c, BlockRange r,
+                                              Deadline deadline) {
   const std::uint64_t bs = store_.block_size();
   const std::uint64_t offset = static_cast<std::uint64_t>(r.first) * bs;
   const std::uint64_t end = std::min(c.size, static_cast<std::uint64_t>(r.end()) * bs);
@@ -252,10 +259,12 @@ Expected<void, ReadError> Fetcher::download(const FileContent& c, BlockRange r, 
     }
     std::lock_guard lock(mu_);
     stats_.uncached++;
-    return {};  // the reader finds the blocks missing and reads them directly
+    return Stored::kNotKept;  // its readers read the bytes directly
   }
-  if (put->complete() && !put->verified) return verify_or_retry(c);
-  return {};
+  if (put->complete() && !put->verified) {
+    if (auto v = verify_or_retry(c); !v) return unexpected(v.error());
+  }
+  return Stored::kCached;
 }
 
 Expected<void, ReadError> Fetcher::verify_or_retry(const FileContent& c) {
@@ -327,7 +336,8 @@ Expected<void, ReadError> Fetcher::verify_once(const FileContent& c) {
                               c.path + ": downloaded bytes do not match " + c.id.to_string()});
 }
 
-void Fetcher::finish(const std::shared_ptr<Flight>& f, std::optional<ReadError> error) {
+void Fetcher::finish(const std::shared_ptr<Flight>& f, std::optional<ReadError> error,
+                     Stored stored) {
   {
     std::lock_guard lock(mu_);
     for (std::uint32_t b = f->range.first; b < f->range.end(); ++b) {
@@ -338,6 +348,7 @@ void Fetcher::finish(const std::shared_ptr<Flight>& f, std::optional<ReadError> 
   std::lock_guard lock(f->mu);
   f->done = true;
   f->error = std::move(error);
+  f->stored = stored;
   f->cv.notify_all();
 }
 

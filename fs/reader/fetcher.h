@@ -59,6 +59,12 @@ struct FetcherStats {
   std::uint64_t uncached = 0;  // downloads the cache could not keep (full of open files)
 };
 
+// Where fetched blocks ended up.
+enum class Stored {
+  kCached,   // in the cache: read them from there
+  kNotKept,  // downloaded, but the cache could not keep them (full of open files, or failing)
+};
+
 class Fetcher {
  public:
   Fetcher(cache::BlockStore& store, hub::HubClient& hub, FetcherConfig config);
@@ -70,9 +76,9 @@ class Fetcher {
   // already in flight for them. Returns when all are done or the deadline passes. `then` is
   // queued as a prefetch after the demand downloads are, so that a readahead window never
   // takes the blocks this read waits for into one of its larger requests.
-  Expected<void, ReadError> fetch(const FileContent& content,
-                                  const std::vector<std::uint32_t>& missing, Deadline deadline,
-                                  std::optional<BlockRange> then = std::nullopt);
+  Expected<Stored, ReadError> fetch(const FileContent& content,
+                                    const std::vector<std::uint32_t>& missing, Deadline deadline,
+                                    std::optional<BlockRange> then = std::nullopt);
 
   // Queues a background download of a block range; blocks already in flight are skipped.
   void prefetch(const FileContent& content, BlockRange range);
@@ -103,10 +109,11 @@ class Fetcher {
                                               std::optional<Deadline> deadline);
   void worker();
   void run(const std::shared_ptr<Flight>& f);
-  Expected<void, ReadError> download(const FileContent& c, BlockRange r, Deadline deadline);
+  Expected<Stored, ReadError> download(const FileContent& c, BlockRange r, Deadline deadline);
   Expected<void, ReadError> verify_or_retry(const FileContent& c);
   Expected<void, ReadError> verify_once(const FileContent& c);
-  void finish(const std::shared_ptr<Flight>& f, std::optional<ReadError> error);
+  void finish(const std::shared_ptr<Flight>& f, std::optional<ReadError> error,
+              Stored stored = Stored::kCached);
 
   cache::BlockStore& store_;
   hub::HubClient& hub_;

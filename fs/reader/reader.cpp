@@ -36,10 +36,11 @@ Expected<void, ReadError> Reader::read(OpenFile& file, std::uint64_t offset, std
     return {};
   }
   size = static_cast<std::size_t>(std::min<std::uint64_t>(size, c.size - offset));
-  if (fetcher_.quarantined(c.id)) {
-    return unexpected(
-        ReadError{ReadError::Kind::kCorrupt, c.path + ": its download did not match its hash"});
-  }
+  // Checked before downloading only: what the cache serves has been verified.
+  const auto quarantined = [&]() -> std::optional<ReadError> {
+    if (!fetcher_.quarantined(c.id)) return std::nullopt;
+    return ReadError{ReadError::Kind::kCorrupt, c.path + ": its download did not match its hash"};
+  };
   const std::uint32_t bs = store_.block_size();
   // The readahead this read starts is queued after the read's own downloads (a window that
   // begins inside the read's last block would otherwise make the read wait for all of it).
@@ -84,17 +85,18 @@ Expected<void, ReadError> Reader::read(OpenFile& file, std::uint64_t offset, std
                    missing.error().message);
       break;
     }
-    if (missing->empty()) continue;  // present but not servable yet (being verified)
-    if (auto r = fetcher_.fetch(c, *missing, deadline, std::exchange(ahead, std::nullopt)); !r) {
+    // (A complete content not verified yet shows all its blocks as missing: the fetch
+    // verifies it.)
+    if (auto e = quarantined()) return unexpected(*e);
+    auto r = fetcher_.fetch(c, *missing, deadline, std::exchange(ahead, std::nullopt));
+    if (!r) {
       // A download this read joined may have ended with an earlier reader's deadline: try
       // again while this read still has time.
       if (r.error().kind == ReadError::Kind::kTimedOut && Clock::now() < deadline) continue;
-      return r;
+      return unexpected(r.error());
     }
-    if (fetcher_.quarantined(c.id)) {
-      return unexpected(
-          ReadError{ReadError::Kind::kCorrupt, c.path + ": its download did not match its hash"});
-    }
+    if (auto e = quarantined()) return unexpected(*e);
+    if (*r == Stored::kNotKept) break;  // downloaded, not kept: read directly, once
   }
   start_ahead();
   if (Clock::now() >= deadline) {

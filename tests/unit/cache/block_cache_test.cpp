@@ -215,6 +215,20 @@ TEST_F(BlockCacheTest, HitsAndMissesAreCounted) {
   EXPECT_EQ(st->counters.misses, 1u);
 }
 
+TEST_F(BlockCacheTest, PresenceIsNotARead) {
+  const auto bytes = make_bytes(3 * bs(), 12);
+  const auto id = sha256_of(bytes);
+  ASSERT_TRUE(cache_->put_blocks(id, bytes.size(), 1, std::span(bytes).subspan(bs(), bs())));
+  auto missing = cache_->read_blocks(
+      id, bytes.size(), 0, 3, [](auto, auto) { FAIL() << "no bytes for a presence query"; },
+      BlockStore::ReadMode::kPresence);
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(*missing, (std::vector<std::uint32_t>{0, 2}));
+  auto st = cache_->stats();
+  EXPECT_EQ(st->counters.hits, 0u);
+  EXPECT_EQ(st->counters.misses, 0u);
+}
+
 TEST_F(BlockCacheTest, ConcurrentReadersAndWritersSeeWholeBlocks) {
   std::vector<std::vector<std::byte>> contents;
   for (int i = 0; i < 8; ++i) contents.push_back(testing::self_describing(i + 1, 20 * bs(), bs()));

@@ -36,7 +36,7 @@ class MemoryStore : public cache::BlockStore {
         missing.push_back(b);
         continue;
       }
-      fn(b, std::as_bytes(std::span(it->second)));
+      if (mode != ReadMode::kPresence) fn(b, std::as_bytes(std::span(it->second)));
     }
     last_read = id.to_string();  // like the real cache's recency record, after the callbacks
     return missing;
