@@ -91,7 +91,8 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     auto r = fs_of(req).lookup(parent, name);
     if (!r) return reply_error(req, r.error());
     const auto e = entry_of(*r);
-    fuse_reply_entry(req, &e);
+    // Interrupted: the kernel never saw the entry, so it will never forget it.
+    if (fuse_reply_entry(req, &e) != 0) fs_of(req).forget(e.ino, 1);
   });
 }
 
@@ -130,6 +131,7 @@ void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse
                     bool plus) {
   auto* h = reinterpret_cast<DirHandle*>(fi->fh);
   std::vector<char> buf(size);
+  std::vector<fuse_ino_t> counted;  // readdirplus: entries the kernel will hold a reference to
   size_t used = 0;
   const auto total = static_cast<off_t>(h->entries.size()) + 2;
   for (off_t i = off; i < total; ++i) {
@@ -154,9 +156,15 @@ void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse
     }
     if (need > size - used) break;
     used += need;
-    if (plus && i >= 2) fs_of(req).count_lookup(a.ino);  // the kernel now holds a reference
+    if (plus && i >= 2) {
+      // Counted before the reply: once it is out, the kernel may forget the entry at once.
+      fs_of(req).count_lookup(a.ino);
+      counted.push_back(a.ino);
+    }
   }
-  fuse_reply_buf(req, buf.data(), used);
+  if (fuse_reply_buf(req, buf.data(), used) != 0) {
+    for (fuse_ino_t i : counted) fs_of(req).forget(i, 1);  // interrupted: never seen
+  }
 }
 
 void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {

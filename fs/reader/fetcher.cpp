@@ -227,6 +227,25 @@ void Fetcher::run(const std::shared_ptr<Flight>& f) {
 
 Expected<Stored, ReadError> Fetcher::download(const FileContent& c, BlockRange r,
                                               Deadline deadline) {
+  auto put = download_and_put(c, r, deadline);
+  if (!put) return unexpected(put.error());
+  if (!*put) {
+    if (put->error().kind != cache::CacheError::Kind::kFull) {
+      spdlog::warn("{}: cache write failed ({}); serving without caching", c.path,
+                   put->error().message);
+    }
+    std::lock_guard lock(mu_);
+    stats_.uncached++;
+    return Stored::kNotKept;  // its readers read the bytes directly
+  }
+  if ((*put)->complete() && !(*put)->verified) {
+    if (auto v = verify_or_retry(c); !v) return unexpected(v.error());
+  }
+  return Stored::kCached;
+}
+
+Expected<cache::Result<cache::ContentState>, ReadError> Fetcher::download_and_put(
+    const FileContent& c, BlockRange r, Deadline deadline) {
   const std::uint64_t bs = store_.block_size();
   const std::uint64_t offset = static_cast<std::uint64_t>(r.first) * bs;
   const std::uint64_t end = std::min(c.size, static_cast<std::uint64_t>(r.end()) * bs);
@@ -251,20 +270,7 @@ Expected<Stored, ReadError> Fetcher::download(const FileContent& c, BlockRange r
                   got.error().describe());
     return unexpected(from_hub(got.error()));
   }
-  auto put = store_.put_blocks(c.id, c.size, r.first, buf);
-  if (!put) {
-    if (put.error().kind != cache::CacheError::Kind::kFull) {
-      spdlog::warn("{}: cache write failed ({}); serving without caching", c.path,
-                   put.error().message);
-    }
-    std::lock_guard lock(mu_);
-    stats_.uncached++;
-    return Stored::kNotKept;  // its readers read the bytes directly
-  }
-  if (put->complete() && !put->verified) {
-    if (auto v = verify_or_retry(c); !v) return unexpected(v.error());
-  }
-  return Stored::kCached;
+  return store_.put_blocks(c.id, c.size, r.first, buf);
 }
 
 Expected<void, ReadError> Fetcher::verify_or_retry(const FileContent& c) {
@@ -312,17 +318,12 @@ Expected<void, ReadError> Fetcher::verify_once(const FileContent& c) {
     spdlog::warn("{}: downloaded bytes do not match {}; downloading the file again", c.path,
                  c.id.to_string());
     // The cache dropped every block: fetch the whole content once more, in order.
-    const std::uint64_t bs = store_.block_size();
-    const auto total = block_count(c.size, static_cast<std::uint32_t>(bs));
+    const auto total = block_count(c.size, store_.block_size());
     for (const auto& piece : split(BlockRange{0, total}, max_blocks_)) {
-      const std::uint64_t off = piece.first * bs;
-      const std::uint64_t end = std::min(c.size, piece.end() * bs);
-      std::vector<std::byte> buf(end - off);
-      auto got = hub_.read_range(hub::FileRef{c.commit, c.path, c.size}, off, buf,
-                                 Clock::now() + config_.fetch_timeout);
-      if (!got) return unexpected(from_hub(got.error()));
-      if (auto put = store_.put_blocks(c.id, c.size, piece.first, buf); !put) {
-        return unexpected(ReadError{ReadError::Kind::kIo, c.path + ": " + put.error().message});
+      auto put = download_and_put(c, piece, Clock::now() + config_.fetch_timeout);
+      if (!put) return unexpected(put.error());
+      if (!*put) {
+        return unexpected(ReadError{ReadError::Kind::kIo, c.path + ": " + put->error().message});
       }
     }
   }

@@ -110,6 +110,11 @@ class Fetcher {
   void worker();
   void run(const std::shared_ptr<Flight>& f);
   Expected<Stored, ReadError> download(const FileContent& c, BlockRange r, Deadline deadline);
+  // One ranged GET into this worker's buffer, then into the cache: the Hub's error, or what
+  // the cache said.
+  Expected<cache::Result<cache::ContentState>, ReadError> download_and_put(const FileContent& c,
+                                                                           BlockRange r,
+                                                                           Deadline deadline);
   Expected<void, ReadError> verify_or_retry(const FileContent& c);
   Expected<void, ReadError> verify_once(const FileContent& c);
   void finish(const std::shared_ptr<Flight>& f, std::optional<ReadError> error,
