@@ -8,15 +8,23 @@ Three servers:
   control  http://127.0.0.1:<port>   JSON API for tests: faults, WAN mode, commits, log
 
     fakehub.py --repo DoctorPopi/python_wheelhouse=DIR [--repo ID=DIR:private] \\
-               [--token hf_x=ID,ID2] [--page-size 7] [--rate 50m] [--latency-ms 20] \\
-               [--log requests.jsonl] [--ports-file ports.json]
+               [--token hf_x=ID,ID2] [--write-token hf_w=ID|*] [--page-size 7] [--rate 50m] \\
+               [--latency-ms 20] [--log requests.jsonl] [--ports-file ports.json] \\
+               [--upload-dir DIR] [--multipart-threshold BYTES] [--multipart-chunk BYTES]
+
+Tokens: --token hf_x=ID,ID2 may read those repos (and every public one); --write-token
+hf_w=ID,ID2 may also write them ('*': every repo). Writes (hub_write.py, hub-write-api.md):
+preupload, the Git LFS batch API (basic and multipart; the CDN host doubles as the storage
+host that takes the PUTs), /api/complete_multipart, verify, and the ndjson commit. A commit
+becomes the branch head at once and every read route sees it.
 
 On start it prints one JSON line {"hub":..., "cdn":..., "control":...} (also written to
 --ports-file) once every server accepts connections. Control API (POST bodies are JSON):
-  GET  /state                      ports, repos, heads, counters, faults
+  GET  /state                      ports, repos, heads, counters, faults, uploads
   POST /faults   {fault spec}      add a fault rule (see faults.py); returns {"id": n}
   POST /faults/clear               remove every rule
-  POST /config   {rate, latency_ms, page_size, url_ttl, xet_hash, quota}
+  POST /config   {rate, latency_ms, page_size, url_ttl, xet_hash, quota, multipart_threshold,
+                  multipart_chunk}
   POST /commit   {repo, dir?, add?: {path: text}, delete?: [path], title?, branch?}
   POST /ref      {repo, kind: tag|branch|pr, name, target}
   POST /expire-urls                every CDN URL signed so far now answers 403
@@ -31,6 +39,7 @@ import hashlib
 import json
 import os
 import secrets
+import signal
 import socket
 import sys
 import threading
@@ -39,6 +48,7 @@ from urllib.parse import quote
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import hub_write  # noqa: E402
 from faults import FaultTable  # noqa: E402
 from httpcore import Body, Handler, RequestLog, Server  # noqa: E402
 from hub import CdnHandler, HubHandler, sign  # noqa: E402
@@ -230,6 +240,7 @@ class App:
         for spec in args.token:
             tok, _, ids = spec.partition("=")
             self.state.tokens[tok] = {i for i in ids.split(",") if i}
+        hub_write.install(self.state, args)  # write tokens, upload store, multipart config
 
     def add_repo(self, spec):
         """ID=DIR[:private|:gated|:gated-manual]"""
@@ -308,6 +319,7 @@ class App:
         return {"hub": st.hub_base, "cdn": st.cdn_base,
                 "control": f"http://127.0.0.1:{self.ports['control']}", "repos": repos,
                 "counters": dict(st.counters), "faults": st.faults.describe(),
+                "uploads": st.uploads.describe(),
                 "config": st.config, "up": {k: v is not None for k, v in self.servers.items()}}
 
     def start(self):
@@ -357,13 +369,17 @@ def main(argv=None):
     p.add_argument("--redirect-base", default="",
                    help="send LFS downloads to this URL + path (an outside server) instead of "
                         "the signed CDN")
+    hub_write.add_arguments(p)
     p.add_argument("--log", default="", help="request log, JSON lines")
     p.add_argument("--ports-file", default="")
     args = p.parse_args(argv)
     app = App(args)
     app.start()
+    # SIGTERM ends main normally, so atexit handlers run (they remove a temporary upload dir).
+    signal.signal(signal.SIGTERM, lambda *_: app.state.stopping.set())
     try:
-        app.state.stopping.wait()
+        while not app.state.stopping.wait(0.5):  # a timeout, so the main thread runs handlers
+            pass
     except KeyboardInterrupt:
         app.stop()
 

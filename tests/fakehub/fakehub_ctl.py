@@ -11,9 +11,11 @@ DEFAULT_REPO = "DoctorPopi/python_wheelhouse"
 
 
 class FakeHub:
-    """A running emulator. `repos` maps repo id -> folder (append ":private" / ":gated")."""
+    """A running emulator. `repos` maps repo id -> folder (append ":private" / ":gated");
+    `tokens` and `write_tokens` map a token to the repo ids it may read, or also write."""
 
-    def __init__(self, repos, workdir, *, tokens=None, extra_args=(), log_name="requests.jsonl"):
+    def __init__(self, repos, workdir, *, tokens=None, write_tokens=None, extra_args=(),
+                 log_name="requests.jsonl"):
         os.makedirs(workdir, exist_ok=True)
         self.log_path = os.path.join(workdir, log_name)
         ports_file = os.path.join(workdir, "fakehub-ports.json")
@@ -25,6 +27,9 @@ class FakeHub:
             cmd += ["--repo", f"{rid}={folder}"]
         for tok, ids in (tokens or {}).items():
             cmd += ["--token", f"{tok}={','.join(ids)}"]
+        for tok, ids in (write_tokens or {}).items():
+            cmd += ["--write-token", f"{tok}={','.join(ids)}"]
+        cmd += ["--upload-dir", os.path.join(workdir, "uploads")]
         cmd += list(extra_args)
         self.stderr_path = os.path.join(workdir, "fakehub.stderr")
         self._stderr = open(self.stderr_path, "wb")

@@ -16,6 +16,12 @@ request path, and fires `count` times (-1: until cleared). Kinds:
   link_cross_origin  the Link next URL points at another origin
   corrupt       flip the bytes at `offsets` (default: the middle byte) of the file whose repo
                 path matches `path`, wherever it is served (hub or CDN), until cleared
+  branch_moved  on a commit POST (hub_write.py): another commit lands on the target branch
+                just before this one is applied, so a stale parentCommit gets the Hub's 412
+
+On an upload PUT to the storage host (server "cdn", path /lfs-upload/...), `reset` and
+`stall_body` act on the request instead: read `after_bytes` of the body, then RST or stall;
+`status` reads the whole body first, then answers.
 """
 import itertools
 import re
@@ -23,7 +29,7 @@ import threading
 
 KINDS = {
     "status", "reset", "truncate", "stall", "stall_body", "slow", "ignore_range", "gzip",
-    "link_repeat", "link_cross_origin", "corrupt",
+    "link_repeat", "link_cross_origin", "corrupt", "branch_moved",
 }
 
 

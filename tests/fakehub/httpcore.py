@@ -127,6 +127,9 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         self._dispatch("POST")
 
+    def do_PUT(self):  # uploads to the storage host (hub_write.py); the route reads the body
+        self._dispatch("PUT")
+
     def _dispatch(self, method):
         st = self.server.state
         self.started = time.time()
@@ -137,9 +140,9 @@ class Handler(BaseHTTPRequestHandler):
         self.decoded_path = "/".join(self.segments)
         self.query = parse_qsl(self.raw_query, keep_blank_values=True)
         self.request_body = b""
+        self.body_pending = method in ("POST", "PUT")
         if method == "POST":
-            n = int(self.headers.get("Content-Length") or 0)
-            self.request_body = self.rfile.read(n) if n > 0 else b""
+            self.request_body = b"".join(self.iter_request_body())
         self.log_extra = {}
         self.response_status = 0
         self.bytes_sent = 0
@@ -158,7 +161,33 @@ class Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
         finally:
+            if self.body_pending:  # an unread body would be parsed as the next request
+                self.close_connection = True
             self._log()
+
+    def iter_request_body(self, piece=1 << 20):
+        """The request body in pieces, from Content-Length or chunked transfer coding; a body
+        cut short raises ConnectionResetError."""
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            while True:
+                size = int(self.rfile.readline(1 << 16).split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline(1 << 16) not in (b"\r\n", b"\n", b""):
+                        pass  # trailers
+                    break
+                yield from self._read_exactly(size, piece)
+                self.rfile.readline(1 << 16)  # the CRLF after each chunk
+        else:
+            yield from self._read_exactly(int(self.headers.get("Content-Length") or 0), piece)
+        self.body_pending = False
+
+    def _read_exactly(self, left, piece):
+        while left > 0:
+            data = self.rfile.read(min(left, piece))
+            if not data:
+                raise ConnectionResetError("request body cut short")
+            left -= len(data)
+            yield data
 
     def _pre_fault(self, f):
         """Faults that act before routing; False when the request is fully handled."""
@@ -170,6 +199,9 @@ class Handler(BaseHTTPRequestHandler):
             self.response_status = 0
             self._stall(f.seconds)
             return False
+        if self.body_pending:  # a PUT's body: read it, so the client sees the status
+            for _ in self.iter_request_body():
+                pass
         headers = {"X-Error-Message": f.message}
         if f.status == 429:
             st = self.server.state

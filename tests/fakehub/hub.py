@@ -12,6 +12,7 @@ import time
 import uuid
 from urllib.parse import parse_qs, quote, urlencode
 
+import hub_write
 from httpcore import Body, Handler, parse_range
 
 TRUE = {"true", "True", "1"}
@@ -98,6 +99,8 @@ class HubHandler(Handler):
     # ---- routing ---------------------------------------------------------------------------
 
     def route(self, method):
+        if hub_write.route_hub(self, method):  # the write side (preupload, LFS, commit)
+            return
         s = self.segments
         if len(s) >= 5 and s[1] == "api" and s[2] == "datasets":
             return self.route_api(method, s[3], s[4], s[5:])
@@ -406,6 +409,8 @@ class CdnHandler(Handler):
 
     def route(self, method):
         st = self.server.state
+        if hub_write.route_storage(self, method):  # LFS uploads: this is also the storage host
+            return
         if method not in ("GET", "HEAD"):
             return self.send_error_json(405, "Method not allowed")
         if self.has_auth:
