@@ -99,11 +99,14 @@ Result<std::vector<std::uint32_t>> LmdbBlockCache::read_blocks(const ContentId& 
     const std::uint32_t end = first + count;
     bool unverified = false;
     auto ok = read([&](ReadTxnPool::Reader& rd) -> lmdb::Res<void> {
-      if (mode == ReadMode::kServable) {
-        // Complete but not verified: not for readers yet (see ReadMode).
+      if (mode != ReadMode::kPresence) {
+        // Not verified: not for readers yet (kVerified), or not once complete (kPartial).
         auto rec = load_record(rd.txn, id);
         if (!rec) return Unexpected<lmdb::Error>{rec.error()};
-        if (*rec && (*rec)->complete() && !(*rec)->verified) {
+        const bool verified = *rec && (*rec)->verified && (*rec)->size == content_size;
+        const bool hide =
+            mode == ReadMode::kVerified ? !verified : *rec && (*rec)->complete() && !verified;
+        if (hide) {
           unverified = true;
           for (std::uint32_t b = first; b < end; ++b) missing.push_back(b);
           return {};
@@ -372,6 +375,11 @@ Result<ContentState> LmdbBlockCache::verify_content(const ContentId& id,
   return guarded("cache verify", [&] { return verify(id, content_size, false); });
 }
 
+Result<ContentState> LmdbBlockCache::recheck_content(const ContentId& id,
+                                                     std::uint64_t content_size) {
+  return guarded("cache recheck", [&] { return verify(id, content_size, true); });
+}
+
 Result<ContentState> LmdbBlockCache::verify(const ContentId& id, std::uint64_t content_size,
                                             bool force) {
   const std::uint32_t total = geometry_.block_count(content_size);
@@ -386,10 +394,11 @@ Result<ContentState> LmdbBlockCache::verify(const ContentId& id, std::uint64_t c
   if (!rec || rec->size != content_size) return ContentState{0, total, false};
   if (!rec->complete() || (rec->verified && !force)) return state_of(*rec);
 
-  // The hash computed while the blocks arrived, when it covers them all; else a full pass.
+  // The hash this process computed while the blocks arrived, when it covers them all; else a
+  // full pass over the stored blocks.
   Result<std::optional<std::vector<std::uint8_t>>> hashed =
       std::optional<std::vector<std::uint8_t>>();
-  if (auto running = force ? std::nullopt : take_running_digest(id, total, rec->epoch)) {
+  if (auto running = take_running_digest(id, total, rec->epoch)) {
     hashed = std::optional<std::vector<std::uint8_t>>(std::move(*running));
   } else {
     hashed = hash_content(id, content_size);

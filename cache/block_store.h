@@ -10,7 +10,7 @@
 
 #include "cache/cache_error.h"
 #include "cache/content_id.h"
-#include "cache/function_ref.h"
+#include "fs/common/function_ref.h"
 
 namespace whfs::cache {
 
@@ -33,13 +33,16 @@ class BlockStore {
   // Bytes per block (the last block of a content may be shorter).
   virtual std::uint32_t block_size() const = 0;
 
-  // kServable: for bytes handed to a reader. A content that is complete but whose hash has
-  // not matched yet reports every block missing (verify_content() first), so that no reader
-  // ever receives every byte of a file that may be wrong. kAny: whatever is stored.
-  // kPresence: which blocks are stored, from the keys alone: `fn` is not called, checksums
-  // are not checked, and neither the hit/miss counters nor recency change (a downloader
-  // asking what is left to fetch is not a reader).
-  enum class ReadMode { kAny, kServable, kPresence };
+  // How read_blocks treats a content whose whole-file hash has not matched:
+  //  kVerified: not at all. Every block of a content that is not recorded as verified is
+  //    reported missing: a reader gets bytes only once the whole file matched its hash.
+  //  kPartial: blocks are served as they arrive (streaming), except that a complete content
+  //    not verified yet reports every block missing (verify_content() first), so that no
+  //    reader ever receives every byte of a file that may be wrong.
+  //  kPresence: which blocks are stored, from the keys alone: `fn` is not called, checksums
+  //    are not checked, and neither the hit/miss counters nor recency change (a downloader
+  //    asking what is left to fetch is not a reader).
+  enum class ReadMode { kVerified, kPartial, kPresence };
 
   // Calls `fn` for each present, checksum-valid block of [first, first + count) in order, in
   // one read transaction, and returns the indices it did not call `fn` for. Never waits for
@@ -47,8 +50,7 @@ class BlockStore {
   virtual Result<std::vector<std::uint32_t>> read_blocks(const ContentId& id,
                                                          std::uint64_t content_size,
                                                          std::uint32_t first, std::uint32_t count,
-                                                         BlockFn fn,
-                                                         ReadMode mode = ReadMode::kAny) = 0;
+                                                         BlockFn fn, ReadMode mode) = 0;
 
   // Stores consecutive whole blocks starting at block `first` (only the content's final block
   // may be short) in one write transaction. Blocks already present are left as they are.
@@ -60,6 +62,9 @@ class BlockStore {
   // (state.verified); a mismatch drops every block of it and returns kCorrupt. Returns the
   // state unverified when blocks are missing.
   virtual Result<ContentState> verify_content(const ContentId& id, std::uint64_t content_size) = 0;
+  // The same, even when the content is recorded as verified (by another process, or an
+  // earlier run): a process that does not trust the cache's record hashes it once itself.
+  virtual Result<ContentState> recheck_content(const ContentId& id, std::uint64_t content_size) = 0;
 
   virtual Result<std::optional<ContentState>> content_state(const ContentId& id) = 0;
 

@@ -50,11 +50,11 @@ class LmdbBlockCache final : public BlockCache {
   std::uint32_t block_size() const override { return geometry_.block_size(); }
   Result<std::vector<std::uint32_t>> read_blocks(const ContentId& id, std::uint64_t content_size,
                                                  std::uint32_t first, std::uint32_t count,
-                                                 BlockFn fn,
-                                                 ReadMode mode = ReadMode::kAny) override;
+                                                 BlockFn fn, ReadMode mode) override;
   Result<ContentState> put_blocks(const ContentId& id, std::uint64_t content_size,
                                   std::uint32_t first, std::span<const std::byte> data) override;
   Result<ContentState> verify_content(const ContentId& id, std::uint64_t content_size) override;
+  Result<ContentState> recheck_content(const ContentId& id, std::uint64_t content_size) override;
   Result<std::optional<ContentState>> content_state(const ContentId& id) override;
   Result<void> pin(const ContentId& id) override;
   void unpin(const ContentId& id) override;

@@ -25,50 +25,37 @@ std::optional<reader::FileContent> content_of(const ns::Node& node) {
 Filesystem::Filesystem(ns::Namespace& names, reader::Reader& reader, FilesystemConfig config)
     : names_(names), reader_(reader), config_(std::move(config)) {}
 
-FsErr Filesystem::convert(const ns::FsError& e) {
-  switch (e.code) {
-    case ns::FsErrc::kNotFound:
-      return {FsErrorKind::kNotFound, e.message};
-    case ns::FsErrc::kNotDir:
-      return {FsErrorKind::kNotDir, e.message};
-    case ns::FsErrc::kIsDir:
-      return {FsErrorKind::kIsDir, e.message};
-    case ns::FsErrc::kAccess:
-      return {FsErrorKind::kAccess, e.message};
-    case ns::FsErrc::kTimedOut:
-      return {FsErrorKind::kTimedOut, e.message};
-    case ns::FsErrc::kIo:
-      return {FsErrorKind::kIo, e.message};
-  }
-  return {FsErrorKind::kIo, e.message};
-}
-
 FsErr Filesystem::convert(const reader::ReadError& e) {
   switch (e.kind) {
     case reader::ReadError::Kind::kAccess:
       return {FsErrorKind::kAccess, e.message};
     case reader::ReadError::Kind::kTimedOut:
       return {FsErrorKind::kTimedOut, e.message};
-    default:
-      return {FsErrorKind::kIo, e.message};
+    case reader::ReadError::Kind::kCancelled:
+      return {FsErrorKind::kInterrupted, e.message};
+    case reader::ReadError::Kind::kIo:
+    case reader::ReadError::Kind::kCorrupt:
+    case reader::ReadError::Kind::kNotFound:
+      break;
   }
+  return {FsErrorKind::kIo, e.message};
 }
 
 Expected<ns::Attr, FsErr> Filesystem::lookup(Ino parent, const std::string& name) {
   auto r = names_.lookup(parent, name);
-  if (!r) return unexpected(convert(r.error()));
+  if (!r) return unexpected(r.error());
   return *r;
 }
 
 Expected<ns::Attr, FsErr> Filesystem::getattr(Ino ino) {
   auto r = names_.getattr(ino);
-  if (!r) return unexpected(convert(r.error()));
+  if (!r) return unexpected(r.error());
   return *r;
 }
 
 Expected<std::unique_ptr<DirHandle>, FsErr> Filesystem::opendir(Ino ino) {
   auto entries = names_.readdir(ino, false);
-  if (!entries) return unexpected(convert(entries.error()));
+  if (!entries) return unexpected(entries.error());
   auto h = std::make_unique<DirHandle>();
   h->entries = std::move(entries).value();
   return h;
@@ -76,7 +63,7 @@ Expected<std::unique_ptr<DirHandle>, FsErr> Filesystem::opendir(Ino ino) {
 
 Expected<std::unique_ptr<FileHandle>, FsErr> Filesystem::open(Ino ino, bool for_writing) {
   auto node = names_.node(ino);
-  if (!node) return unexpected(convert(node.error()));
+  if (!node) return unexpected(node.error());
   if ((*node)->is_dir()) return unexpected(FsErr{FsErrorKind::kIsDir, (*node)->name});
   if (for_writing) return unexpected(FsErr{FsErrorKind::kReadOnly, (*node)->name});
   auto h = std::make_unique<FileHandle>();
@@ -88,7 +75,7 @@ Expected<std::unique_ptr<FileHandle>, FsErr> Filesystem::open(Ino ino, bool for_
 }
 
 Expected<void, FsErr> Filesystem::read(FileHandle& fh, std::uint64_t offset, std::size_t size,
-                                       reader::Reader::ReplyFn reply) {
+                                       CancelFlag* cancel, reader::Reader::ReplyFn reply) {
   if (!fh.remote) {
     // A synthetic file: its bytes are in memory.
     static const std::string kNone;
@@ -101,8 +88,8 @@ Expected<void, FsErr> Filesystem::read(FileHandle& fh, std::uint64_t offset, std
     reply(std::span<const iovec>(&iov, iov.iov_len > 0 ? 1 : 0));
     return {};
   }
-  const auto deadline = reader::Clock::now() + config_.read_timeout;
-  auto r = reader_.read(*fh.remote, offset, size, deadline, reply);
+  const reader::WaitPolicy wait{config_.read_timeout, cancel};
+  auto r = reader_.read(*fh.remote, offset, size, wait, reply);
   if (!r) {
     FsErr e = convert(r.error());
     spdlog::error("read {} at {} (+{}): {}", fh.remote->content().path, offset, size,
@@ -118,7 +105,7 @@ void Filesystem::release(FileHandle& fh) {
 
 Expected<std::vector<std::string>, FsErr> Filesystem::listxattr(Ino ino) {
   auto node = names_.node(ino);
-  if (!node) return unexpected(convert(node.error()));
+  if (!node) return unexpected(node.error());
   const std::string p = kXattrPrefix;
   if (ino == ns::kRootIno) {
     std::vector<std::string> names = {p + "repo", p + "revision", p + "commit"};
@@ -141,7 +128,7 @@ Expected<std::vector<std::string>, FsErr> Filesystem::listxattr(Ino ino) {
 
 Expected<std::string, FsErr> Filesystem::getxattr(Ino ino, const std::string& name) {
   auto node = names_.node(ino);
-  if (!node) return unexpected(convert(node.error()));
+  if (!node) return unexpected(node.error());
   if (!name.starts_with(kXattrPrefix)) return unexpected(FsErr{FsErrorKind::kNoAttr, name});
   const std::string key = name.substr(std::string(kXattrPrefix).size());
   if (ino == ns::kRootIno) {
@@ -162,6 +149,13 @@ Expected<std::string, FsErr> Filesystem::getxattr(Ino ino, const std::string& na
   }
   if (n.alias && key == "source") return target->entry.path;
   return unexpected(FsErr{FsErrorKind::kNoAttr, name});
+}
+
+std::vector<Ino> Filesystem::inodes_with_content(const cache::ContentId& id) {
+  return names_.inodes_where([&](const ns::Node& n) {
+    const auto c = content_of(n);
+    return c && c->id == id;
+  });
 }
 
 FsStats Filesystem::statfs() {

@@ -8,8 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "fs/common/cancel.h"
 #include "fs/common/expected.h"
-#include "fs/fs_error.h"
+#include "fs/common/fs_error.h"
 #include "fs/namespace/namespace.h"
 #include "fs/reader/reader.h"
 
@@ -33,7 +34,8 @@ struct FsStats {
 };
 
 struct FilesystemConfig {
-  std::chrono::seconds read_timeout{60};
+  // A read fails once the downloads it needs made no progress for this long.
+  std::chrono::seconds read_timeout{30};
   std::string repo;
   std::string revision;
   std::uint64_t cache_cap = 0;
@@ -50,19 +52,21 @@ class Filesystem {
   // A readdirplus entry handed to the kernel counts as a lookup.
   void count_lookup(Ino ino) { names_.ref(ino); }
   Expected<std::unique_ptr<FileHandle>, FsErr> open(Ino ino, bool for_writing);
+  // `cancel` (may be null) is raised when the caller goes away while the read waits.
   Expected<void, FsErr> read(FileHandle& fh, std::uint64_t offset, std::size_t size,
-                             reader::Reader::ReplyFn reply);
+                             CancelFlag* cancel, reader::Reader::ReplyFn reply);
   void release(FileHandle& fh);
   // The value of an extended attribute (user.wheelhouse.*), and their names.
   Expected<std::string, FsErr> getxattr(Ino ino, const std::string& name);
   Expected<std::vector<std::string>, FsErr> listxattr(Ino ino);
   FsStats statfs();
+  // The inodes that show this content (a corrupt download: the kernel must drop their pages).
+  std::vector<Ino> inodes_with_content(const cache::ContentId& id);
 
   // The JSON behind user.wheelhouse.status on the root (set by the mount).
   void set_status_provider(std::function<std::string()> provider) { status_ = std::move(provider); }
 
  private:
-  static FsErr convert(const ns::FsError& e);
   static FsErr convert(const reader::ReadError& e);
 
   ns::Namespace& names_;

@@ -6,22 +6,22 @@
 
 namespace whfs {
 
-ns::FsError to_fs_error(const hub::HubError& e) {
+FsErr to_fs_error(const hub::HubError& e) {
   using K = hub::HubErrorKind;
   switch (e.kind) {
     case K::kNotFound:
-      return {ns::FsErrc::kNotFound, e.describe()};
+      return {FsErrorKind::kNotFound, e.describe()};
     case K::kUnauthorized:
     case K::kForbidden:
-      return {ns::FsErrc::kAccess, e.describe()};
+      return {FsErrorKind::kAccess, e.describe()};
     case K::kTimeout:
-      return {ns::FsErrc::kTimedOut, e.describe()};
+      return {FsErrorKind::kTimedOut, e.describe()};
     default:
-      return {ns::FsErrc::kIo, e.describe()};
+      return {FsErrorKind::kIo, e.describe()};
   }
 }
 
-CachedListingSource::CachedListingSource(hub::HubClient* hub, cache::BlockCache& cache,
+CachedListingSource::CachedListingSource(hub::HubClient& hub, cache::BlockCache& cache,
                                          std::string repo, std::chrono::seconds timeout,
                                          std::size_t prefill_pages)
     : hub_(hub),
@@ -30,20 +30,16 @@ CachedListingSource::CachedListingSource(hub::HubClient* hub, cache::BlockCache&
       timeout_(timeout),
       prefill_pages_(prefill_pages) {}
 
-Expected<std::vector<RemoteEntry>, ns::FsError> CachedListingSource::list(
-    const std::string& commit, const std::string& folder) {
+Expected<std::vector<RemoteEntry>, FsErr> CachedListingSource::list(const std::string& commit,
+                                                                    const std::string& folder) {
   if (auto cached = cache_.get_listing(repo_, commit, folder); cached && *cached) {
     return std::move(**cached);
   }
-  if (hub_ == nullptr) {
-    spdlog::error("offline: the folder \"{}\" of commit {} is not in the cache", folder, commit);
-    return unexpected(ns::FsError{ns::FsErrc::kIo, "offline and not cached: " + folder});
-  }
-  const auto deadline = hub::Clock::now() + timeout_;
-  auto all = hub_->list_folder(commit, folder, true, deadline, prefill_pages_);
-  if (!all && all.error().code == "TooManyPages") {
+  const auto deadline = Clock::now() + timeout_;
+  auto all = hub_.list_folder(commit, folder, true, deadline, prefill_pages_);
+  if (!all && (all.error().code == "TooManyPages" || all.error().code == "TooManyEntries")) {
     // A huge subtree: list just this folder; its subfolders are listed when used.
-    auto direct = hub_->list_folder(commit, folder, false, deadline);
+    auto direct = hub_.list_folder(commit, folder, false, deadline);
     if (!direct) {
       spdlog::error("listing \"{}\" failed: {}", folder, direct.error().describe());
       return unexpected(to_fs_error(direct.error()));

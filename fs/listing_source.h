@@ -17,21 +17,20 @@ namespace whfs {
 
 class CachedListingSource : public ns::ListingSource {
  public:
-  // `hub` is null when offline.
-  CachedListingSource(hub::HubClient* hub, cache::BlockCache& cache, std::string repo,
+  CachedListingSource(hub::HubClient& hub, cache::BlockCache& cache, std::string repo,
                       std::chrono::seconds timeout, std::size_t prefill_pages = 100);
 
-  Expected<std::vector<RemoteEntry>, ns::FsError> list(const std::string& commit,
-                                                       const std::string& folder) override;
+  Expected<std::vector<RemoteEntry>, FsErr> list(const std::string& commit,
+                                                 const std::string& folder) override;
 
  private:
-  hub::HubClient* hub_;
+  hub::HubClient& hub_;
   cache::BlockCache& cache_;
   std::string repo_;
   std::chrono::seconds timeout_;
   std::size_t prefill_pages_;
 };
 
-ns::FsError to_fs_error(const hub::HubError& e);
+FsErr to_fs_error(const hub::HubError& e);
 
 }  // namespace whfs

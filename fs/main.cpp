@@ -7,9 +7,9 @@
 #include <execinfo.h>
 #include <fcntl.h>
 #include <malloc.h>
-#include <spdlog/sinks/syslog_sink.h>
 #include <spdlog/spdlog.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
@@ -111,6 +111,18 @@ int run_quietly(std::vector<std::string> argv) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+// Where a detached daemon logs when there is no syslog socket and no log_file option.
+std::string fallback_log_file(bool is_root) {
+  if (is_root) return "/var/log/wheelhousefs.log";
+  if (const char* x = std::getenv("XDG_STATE_HOME"); x != nullptr && *x == '/') {
+    return std::string(x) + "/wheelhouse-fs/wheelhousefs.log";
+  }
+  if (const char* h = std::getenv("HOME"); h != nullptr && *h == '/') {
+    return std::string(h) + "/.local/state/wheelhouse-fs/wheelhousefs.log";
+  }
+  return "";
+}
+
 void detach_stdio() {
   const int devnull = ::open("/dev/null", O_RDWR);
   if (devnull < 0) return;
@@ -173,6 +185,11 @@ int main(int argc, char** argv) {
     std::free(real);
   }
   whfs::setup_logging(opts.log_level);
+  // The daemon holds the token in memory: no core dump, and no ptrace or /proc/PID/mem
+  // reading by other processes of the same user, unless asked for when debugging.
+  if (!opts.dumpable && ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
+    spdlog::warn("cannot make the daemon non-dumpable: {}", std::strerror(errno));
+  }
 
   int ready_fd = -1;
   if (!opts.foreground) {
@@ -200,11 +217,17 @@ int main(int argc, char** argv) {
   hooks.ready = [&] {
     notify_systemd("READY=1");
     if (ready_fd >= 0) {
-      // From now on the daemon logs to syslog (the journal), not to the terminal.
-      auto sys =
-          spdlog::syslog_logger_mt("wheelhousefs-syslog", "wheelhousefs", LOG_PID, LOG_DAEMON);
-      sys->set_level(spdlog::default_logger()->level());
-      spdlog::set_default_logger(sys);
+      // From now on the daemon has no terminal: its log goes to log_file=, syslog (the
+      // journal) or a file of its own, never nowhere.
+      const std::string where =
+          whfs::log_detached(opts.log_file, fallback_log_file(::geteuid() == 0));
+      if (where.empty()) {
+        spdlog::warn("cannot open a log file ({}); only `wheelhouse status` keeps the last errors",
+                     opts.log_file.empty() ? fallback_log_file(::geteuid() == 0) : opts.log_file);
+      } else {
+        spdlog::info("wheelhousefs {} on {}: logging to {}", whfs::kVersion, opts.mountpoint,
+                     where);
+      }
       (void)!::write(ready_fd, "R", 1);
       ::close(ready_fd);
       ready_fd = -1;

@@ -14,10 +14,12 @@
 #include <thread>
 
 #include "cache/block_cache.h"
+#include "fs/common/log.h"
 #include "fs/common/version.h"
 #include "fs/filesystem.h"
 #include "fs/fuse/fuse_mount.h"
 #include "fs/hub/hub_client.h"
+#include "fs/hub/offline_hub.h"
 #include "fs/listing_source.h"
 #include "fs/namespace/current_view.h"
 #include "fs/namespace/namespace.h"
@@ -66,7 +68,7 @@ class MountApp {
     cv_.notify_all();
     refresher.join();
     signals.join();
-    if (hub_) hub_->cancel();
+    hub_->cancel();
     reader_->shutdown();
     fuse_.reset();  // unmounts
     if (auto r = cache_->flush(); !r) spdlog::warn("cache flush at exit: {}", r.error().message);
@@ -104,18 +106,22 @@ class MountApp {
     if (!cache) return unexpected("cache " + o_.cache_dir + ": " + cache.error().message);
     cache_ = std::move(cache).value();
 
-    if (!o_.offline) {
+    if (o_.offline) {
+      hub_ = std::make_unique<hub::OfflineHub>();
+    } else {
       hub::HubClientConfig hc;
       hc.endpoint = endpoint_;
       hc.repo = repo_;
       hc.token_file = o_.token_file;
+      hc.allow_insecure_token = o_.insecure_token;
       hc.proxy = o_.proxy;
       hc.http.max_handles = o_.connections + 8;
+      hc.http.low_speed_time = o_.stall_timeout;
       hub_ = hub::make_hub_client(hc);
     }
     if (auto r = resolve_at_mount(); !r) return r;
 
-    listings_ = std::make_unique<CachedListingSource>(hub_.get(), *cache_, repo_.id, 60s);
+    listings_ = std::make_unique<CachedListingSource>(*hub_, *cache_, repo_.id, 60s);
     current_ = std::make_unique<ns::CurrentView>(*listings_);
     current_->set_target(std::move(detected));
     names_ = std::make_unique<ns::Namespace>(*listings_, commit_, mtime_);
@@ -123,9 +129,11 @@ class MountApp {
     reader::ReaderConfig rc;
     rc.fetcher.workers = o_.connections;
     rc.fetcher.max_request = std::max<std::uint64_t>(1 << 20, o_.readahead / o_.connections);
+    rc.fetcher.serving = o_.streaming ? reader::Serving::kStreaming : reader::Serving::kVerified;
+    rc.fetcher.request_timeout = o_.read_timeout;
     rc.readahead.max_window = std::max<std::uint64_t>(1 << 20, o_.readahead);
     rc.readahead.batch = rc.fetcher.max_request;
-    reader_ = std::make_unique<reader::Reader>(*cache_, hub_ ? *hub_ : null_hub(), rc);
+    reader_ = std::make_unique<reader::Reader>(*cache_, *hub_, rc);
     fs_ = std::make_unique<Filesystem>(
         *names_, *reader_, FilesystemConfig{o_.read_timeout, repo_.id, o_.revision, o_.cache_size});
     fs_->set_status_provider([this] { return status_json(); });
@@ -147,6 +155,14 @@ class MountApp {
     auto m = fuse::FuseMount::mount(*fs_, fc);
     if (!m) return unexpected(m.error());
     fuse_ = std::move(m).value();
+    // Streaming readers may have been handed bytes of a download that then failed its hash:
+    // the kernel drops its pages of that content. Not on the thread that found it, which may
+    // be a FUSE request thread the kernel waits on while it holds those very pages.
+    reader_->set_corrupt_listener([this](const cache::ContentId& id) {
+      std::lock_guard lock(mu_);
+      corrupt_.push_back(id);
+      cv_.notify_all();
+    });
     return {};
   }
 
@@ -156,19 +172,14 @@ class MountApp {
     auto known = cache_->get_revision(endpoint_, repo_.id, o_.revision);
     std::optional<cache::RevisionRecord> last;
     if (known && *known) last = **known;
-    if (hub_) {
+    if (!hub_->offline()) {
       // With a cached commit to fall back on, do not keep the user waiting for a slow Hub.
-      const auto deadline = hub::Clock::now() + (last ? 3s : 8s);
+      const auto deadline = Clock::now() + (last ? 3s : 8s);
       auto rev = hub_->resolve_revision(o_.revision, deadline);
       if (rev) {
         commit_ = rev->commit;
-        mtime_ = parse_iso8601(rev->last_modified);
-        if (mtime_ == 0) mtime_ = std::time(nullptr);
-        if (auto r = cache_->put_revision(endpoint_, repo_.id, o_.revision, commit_,
-                                          std::chrono::system_clock::now());
-            !r) {
-          spdlog::warn("cannot record the revision in the cache: {}", r.error().message);
-        }
+        mtime_ = mtime_of(*rev);
+        record_revision(commit_);
         return {};
       }
       if (!network_failure(rev.error())) {
@@ -197,6 +208,20 @@ class MountApp {
     return {};
   }
 
+  static std::int64_t mtime_of(const hub::Revision& rev) {
+    const std::int64_t t = parse_iso8601(rev.last_modified);
+    return t != 0 ? t : std::time(nullptr);
+  }
+
+  // The revision's commit, kept for a start with the Hub out of reach.
+  void record_revision(const std::string& commit) {
+    if (auto r = cache_->put_revision(endpoint_, repo_.id, o_.revision, commit,
+                                      std::chrono::system_clock::now());
+        !r) {
+      spdlog::warn("cannot record the revision in the cache: {}", r.error().message);
+    }
+  }
+
   void wait_for_signals() {
     sigset_t set;
     sigemptyset(&set);
@@ -215,7 +240,7 @@ class MountApp {
         cv_.notify_all();
       } else if (sig == SIGTERM || sig == SIGINT) {
         spdlog::info("{}: unmounting", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-        if (hub_) hub_->cancel();
+        hub_->cancel();
         fuse_->exit();
         return;
       }
@@ -229,8 +254,16 @@ class MountApp {
     while (!stopping_) {
       auto wake = next_maintenance;
       if (o_.refresh.count() > 0) wake = std::min(wake, next_refresh);
-      cv_.wait_until(lock, wake, [&] { return stopping_ || refresh_requested_; });
+      cv_.wait_until(lock, wake,
+                     [&] { return stopping_ || refresh_requested_ || !corrupt_.empty(); });
       if (stopping_) return;
+      if (!corrupt_.empty()) {
+        auto ids = std::exchange(corrupt_, {});
+        lock.unlock();
+        for (const auto& id : ids) drop_kernel_pages(id);
+        lock.lock();
+        continue;
+      }
       const auto now = std::chrono::steady_clock::now();
       const bool due = o_.refresh.count() > 0 && now >= next_refresh;
       if (refresh_requested_ || due) {
@@ -250,6 +283,13 @@ class MountApp {
         lock.lock();
       }
     }
+  }
+
+  void drop_kernel_pages(const cache::ContentId& id) {
+    const auto inodes = fs_->inodes_with_content(id);
+    fuse_->invalidate_data(inodes);
+    spdlog::warn("{}: dropped the kernel's cached pages of {} inode(s)", id.to_string(),
+                 inodes.size());
   }
 
   // SIGHUP and the refresh= timer: the target again (a GPU or torch may have changed), then
@@ -273,14 +313,13 @@ class MountApp {
     }
     std::string commit = names_->commit();
     std::int64_t mtime = names_->mtime();
-    if (hub_) {
-      auto rev = hub_->resolve_revision(o_.revision, hub::Clock::now() + 30s);
+    if (!hub_->offline()) {
+      auto rev = hub_->resolve_revision(o_.revision, Clock::now() + 30s);
       if (!rev) {
         spdlog::warn("refresh of {}@{} failed: {}", repo_.id, o_.revision, rev.error().describe());
       } else if (rev->commit != commit) {
         commit = rev->commit;
-        mtime = parse_iso8601(rev->last_modified);
-        if (mtime == 0) mtime = std::time(nullptr);
+        mtime = mtime_of(*rev);
       }
     }
     const std::string old = names_->commit();
@@ -302,11 +341,7 @@ class MountApp {
           inv->entries.size(), inv->inodes.size());
       return;
     }
-    if (auto r = cache_->put_revision(endpoint_, repo_.id, o_.revision, commit,
-                                      std::chrono::system_clock::now());
-        !r) {
-      spdlog::warn("cannot record the revision in the cache: {}", r.error().message);
-    }
+    record_revision(commit);
     spdlog::info("refresh: {}@{} moved from {} to {} ({} entries and {} inodes invalidated)",
                  repo_.id, o_.revision, old, commit, inv->entries.size(), inv->inodes.size());
   }
@@ -318,36 +353,27 @@ class MountApp {
     j["revision"] = o_.revision;
     j["commit"] = names_->commit();
     j["endpoint"] = endpoint_;
-    j["offline"] = hub_ == nullptr;
+    j["offline"] = hub_->offline();
     j["offline_fallback"] = !offline_note_.empty();
     j["mountpoint"] = o_.mountpoint;
     j["mounted_at"] = mounted_at_;
     j["pid"] = ::getpid();
     j["refreshes"] = refreshes_.load();
     j["inodes"] = names_->inode_count();
+    j["serving"] = o_.streaming ? "streaming" : "verified";
     {
       std::lock_guard lock(target_mu_);
       j["target"] = {{"summary", current_->summary()},
                      {"detail", nlohmann::json::parse(last_target_json_, nullptr, false)}};
     }
-    if (hub_) {
-      const auto& h = hub_->stats();
-      j["hub"] = {{"requests", h.requests.load()},   {"retries", h.retries.load()},
-                  {"errors", h.errors.load()},       {"bytes", h.bytes.load()},
-                  {"redirects", h.redirects.load()}, {"url_reuses", h.url_reuses.load()}};
-    }
-    const auto f = reader_->stats();
-    j["fetch"] = {{"requests", f.requests},      {"bytes", f.bytes},
-                  {"demand", f.demand_requests}, {"prefetch", f.prefetch_requests},
-                  {"joined", f.waits_joined},    {"errors", f.errors},
-                  {"corrupt", f.corrupt},        {"uncached", f.uncached}};
+    j["hub"] = hub_stats_json(hub_->stats());
+    j["fetch"] = fetch_stats_json(reader_->stats());
+    j["recent_problems"] = recent_problems();
     if (auto s = cache_->stats(); s) {
       j["cache"] = cache_stats_json(o_.cache_dir, *s);
     }
     return j.dump();
   }
-
-  static hub::HubClient& null_hub();
 
   const MountOptions& o_;
   const StartupHooks& hooks_;
@@ -372,43 +398,12 @@ class MountApp {
   std::unique_ptr<Filesystem> fs_;
   std::unique_ptr<fuse::FuseMount> fuse_;
 
-  std::mutex mu_;  // guards stopping_ and refresh_requested_
+  std::mutex mu_;  // guards stopping_, refresh_requested_ and corrupt_
   std::condition_variable cv_;
   bool stopping_ = false;
   bool refresh_requested_ = false;
+  std::vector<cache::ContentId> corrupt_;  // contents whose kernel pages must go
 };
-
-// Offline mounts have no Hub: a client whose every call fails, so a read of something the
-// cache does not hold is an error instead of a request.
-class OfflineHub final : public hub::HubClient {
- public:
-  Expected<hub::Revision, hub::HubError> resolve_revision(std::string_view,
-                                                          hub::Deadline) override {
-    return unexpected(offline());
-  }
-  Expected<std::vector<RemoteEntry>, hub::HubError> list_folder(std::string_view, std::string_view,
-                                                                bool, hub::Deadline,
-                                                                std::size_t) override {
-    return unexpected(offline());
-  }
-  Expected<void, hub::HubError> read_range(const hub::FileRef&, std::uint64_t, std::span<std::byte>,
-                                           hub::Deadline) override {
-    return unexpected(offline());
-  }
-  const hub::HubStats& stats() const override { return stats_; }
-  void cancel() override {}
-
- private:
-  static hub::HubError offline() {
-    return hub::HubError{hub::HubErrorKind::kUnavailable, "offline: not in the cache", 0, "", ""};
-  }
-  hub::HubStats stats_;
-};
-
-hub::HubClient& MountApp::null_hub() {
-  static OfflineHub offline;
-  return offline;
-}
 
 }  // namespace
 

@@ -75,6 +75,7 @@ Expected<void, std::string> apply_option(MountOptions& o, const std::string& ite
     return {};
   }
   if (key == "token_file") return set_string(o.token_file);
+  if (key == "log_file") return set_string(o.log_file);
   if (key == "cache_dir") return set_string(o.cache_dir);
   if (key == "proxy") return set_string(o.proxy);
   if (key == "python") return set_string(o.target.python);
@@ -97,9 +98,14 @@ Expected<void, std::string> apply_option(MountOptions& o, const std::string& ite
     o.current = false;
     return {};
   }
-  if (key == "offline") {
-    if (has_value) return unexpected("option 'offline' takes no value");
-    o.offline = true;
+  const std::pair<const char*, bool*> flags[] = {{"offline", &o.offline},
+                                                 {"streaming", &o.streaming},
+                                                 {"insecure_token", &o.insecure_token},
+                                                 {"dumpable", &o.dumpable}};
+  for (const auto& [name, field] : flags) {
+    if (key != name) continue;
+    if (has_value) return unexpected("option '" + key + "' takes no value");
+    *field = true;
     return {};
   }
   if (key == "cache_size" || key == "readahead") {
@@ -117,7 +123,7 @@ Expected<void, std::string> apply_option(MountOptions& o, const std::string& ite
     }
     return {};
   }
-  if (key == "refresh" || key == "read_timeout") {
+  if (key == "refresh" || key == "read_timeout" || key == "stall_timeout") {
     if (auto r = need_value(); !r) return r;
     const auto d = parse_duration(value);
     if (!d) {
@@ -128,9 +134,14 @@ Expected<void, std::string> apply_option(MountOptions& o, const std::string& ite
       if (d->count() != 0 && d->count() < 10)
         return unexpected("refresh must be 0 or at least 10s");
       o.refresh = *d;
-    } else {
+    } else if (key == "read_timeout") {
       if (d->count() < 1) return unexpected("read_timeout must be at least 1s");
       o.read_timeout = *d;
+    } else {
+      if (d->count() < 1 || d->count() > 600) {
+        return unexpected("stall_timeout must be from 1s to 10m");
+      }
+      o.stall_timeout = *d;
     }
     return {};
   }
@@ -261,7 +272,23 @@ local block cache. current/ shows the wheels that run on this machine.
   -o refresh=DURATION look for a new commit this often, e.g. 10m (default: on SIGHUP only)
   -o proxy=URL        HTTP(S) proxy (default: $HTTPS_PROXY / $https_proxy, $NO_PROXY)
   -o log_level=LEVEL  trace, debug, info, warn, error (default info)
-  -o read_timeout=D   a read still waiting after D fails with EIO (default 60s)
+  -o read_timeout=D   a read whose downloads make no progress for D fails with EIO
+                      (default 30s)
+  -o stall_timeout=D  a connection with no progress for D is dropped and its range asked
+                      again on a fresh one (default 5s)
+  -o streaming        serve bytes as they arrive instead of once the whole file matched its
+                      hash: the first read of a large file returns sooner, but a corrupt
+                      download is only found at its end, after some of its bytes may have
+                      been read (they are then dropped from the kernel's cache, and reads
+                      fail with EIO); for reading small parts of huge files
+  -o insecure_token   send the token to a plain http:// endpoint that is not on this machine
+                      (it travels in clear text; by default it is sent only over https or to
+                      a loopback address)
+  -o log_file=PATH    where the daemon logs once detached (default: syslog when /dev/log
+                      exists, else /var/log/wheelhousefs.log for root or
+                      ~/.local/state/wheelhouse-fs/wheelhousefs.log)
+  -o dumpable         allow core dumps of the daemon (off by default: a dump would hold
+                      the token); for debugging
   -o readahead=SIZE   bytes fetched ahead of sequential readers (default 64M)
   -o connections=N    parallel ranged GETs (default 16)
   -o nocurrent        no current/ folder (just the dataset's tree)

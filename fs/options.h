@@ -29,7 +29,15 @@ struct MountOptions {
   std::chrono::seconds refresh{0};  // 0: only on SIGHUP
   std::string proxy;
   std::string log_level = "info";
-  std::chrono::seconds read_timeout{60};  // a read past this fails with EIO
+  // A read whose downloads make no progress for this long fails with EIO.
+  std::chrono::seconds read_timeout{30};
+  // A connection with no progress for this long is dropped and its range asked again on a
+  // fresh one.
+  std::chrono::seconds stall_timeout{5};
+  bool streaming = false;       // serve bytes before the whole file is verified (opt-in)
+  bool insecure_token = false;  // send the token to a plain-http endpoint off this machine
+  std::string log_file;         // where a detached daemon logs (default: syslog, else a file)
+  bool dumpable = false;        // allow core dumps (they would hold the token)
   std::uint64_t readahead = 64ull << 20;  // bytes in flight for readahead and prefetch
   unsigned connections = 16;              // parallel ranged GETs
   TargetOverrides target;

@@ -20,4 +20,19 @@ nlohmann::json cache_stats_json(const std::string& dir, const cache::CacheStats&
           {"corrupt_contents", s.counters.corrupt_contents}};
 }
 
+nlohmann::json hub_stats_json(const hub::HubStats& h) {
+  return {{"requests", h.requests.load()},   {"retries", h.retries.load()},
+          {"errors", h.errors.load()},       {"bytes", h.bytes.load()},
+          {"redirects", h.redirects.load()}, {"url_reuses", h.url_reuses.load()}};
+}
+
+nlohmann::json fetch_stats_json(const reader::FetcherStats& f) {
+  return {{"requests", f.requests},       {"bytes", f.bytes},
+          {"demand", f.demand_requests},  {"prefetch", f.prefetch_requests},
+          {"joined", f.waits_joined},     {"errors", f.errors},
+          {"corrupt", f.corrupt},         {"uncached", f.uncached},
+          {"in_memory", f.in_memory},     {"rechecks", f.rechecks},
+          {"failed_fast", f.failed_fast}, {"interrupted", f.interrupted}};
+}
+
 }  // namespace whfs

@@ -1,14 +1,19 @@
 #pragma once
-// The cache's figures as JSON, one shape for the mount's status xattr and `wheelhouse cache
-// stats --json`, so that the two views of one cache never disagree on names.
+// Figures as JSON for the mount's status xattr (user.wheelhouse.status, `wheelhouse status`).
+// The cache's have one shape for the status and `wheelhouse cache stats --json`, so that the
+// two views of one cache never disagree on names.
 
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "cache/block_cache.h"
+#include "fs/hub/hub_client.h"
+#include "fs/reader/fetcher.h"
 
 namespace whfs {
 
 nlohmann::json cache_stats_json(const std::string& dir, const cache::CacheStats& s);
+nlohmann::json hub_stats_json(const hub::HubStats& h);
+nlohmann::json fetch_stats_json(const reader::FetcherStats& f);
 
 }  // namespace whfs

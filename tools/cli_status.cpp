@@ -83,6 +83,18 @@ int run_status(const std::string& mountpoint, const CommonOptions& o) {
         static_cast<unsigned long long>(num(f, "prefetch")),
         static_cast<unsigned long long>(num(f, "joined")),
         static_cast<unsigned long long>(num(f, "corrupt")));
+    std::printf("serving    %s; %llu verified in memory, %llu failed at once, %llu interrupted\n",
+                j.value("serving", "?").c_str(),
+                static_cast<unsigned long long>(num(f, "in_memory")),
+                static_cast<unsigned long long>(num(f, "failed_fast")),
+                static_cast<unsigned long long>(num(f, "interrupted")));
+  }
+  if (j.contains("recent_problems") && j["recent_problems"].is_array() &&
+      !j["recent_problems"].empty()) {
+    std::printf("last warnings and errors:\n");
+    for (const auto& p : j["recent_problems"]) {
+      if (p.is_string()) std::printf("  %s\n", p.get<std::string>().c_str());
+    }
   }
   return kOk;
 }

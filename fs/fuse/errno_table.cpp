@@ -26,6 +26,8 @@ int to_errno(FsErrorKind kind) {
       return ERANGE;
     case FsErrorKind::kInvalid:
       return EINVAL;
+    case FsErrorKind::kInterrupted:
+      return EINTR;
   }
   return EIO;
 }

@@ -1,6 +1,6 @@
 #pragma once
 
-#include "fs/fs_error.h"
+#include "fs/common/fs_error.h"
 
 namespace whfs::fuse {
 

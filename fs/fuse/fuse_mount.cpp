@@ -14,17 +14,25 @@
 #include "fs/fuse/errno_table.h"
 
 namespace whfs::fuse {
+
+// What every request reaches through fuse_req_userdata: the filesystem and the kernel cache
+// timeouts (set once, before the first request).
+struct FuseMount::SessionData {
+  Filesystem* fs = nullptr;
+  double entry_timeout = 86400;
+  double attr_timeout = 86400;
+};
+
 namespace {
 
 // ---- helpers --------------------------------------------------------------------------------
 
-Filesystem& fs_of(fuse_req_t req) { return *static_cast<Filesystem*>(fuse_req_userdata(req)); }
+using SessionData = FuseMount::SessionData;
 
-struct Timeouts {
-  double entry;
-  double attr;
-};
-Timeouts g_timeouts{86400, 86400};  // set once in mount(), before any request
+const SessionData& session_of(fuse_req_t req) {
+  return *static_cast<const SessionData*>(fuse_req_userdata(req));
+}
+Filesystem& fs_of(fuse_req_t req) { return *session_of(req).fs; }
 
 void fill_stat(const ns::Attr& a, struct stat* st) {
   std::memset(st, 0, sizeof *st);
@@ -41,31 +49,30 @@ void fill_stat(const ns::Attr& a, struct stat* st) {
   st->st_atim.tv_sec = a.mtime;
 }
 
-fuse_entry_param entry_of(const ns::Attr& a) {
+fuse_entry_param entry_of(fuse_req_t req, const ns::Attr& a) {
   fuse_entry_param e{};
   e.ino = a.ino;
   e.generation = 1;
-  e.entry_timeout = g_timeouts.entry;
-  e.attr_timeout = g_timeouts.attr;
+  e.entry_timeout = session_of(req).entry_timeout;
+  e.attr_timeout = session_of(req).attr_timeout;
   fill_stat(a, &e.attr);
   return e;
 }
 
 void reply_error(fuse_req_t req, const FsErr& e) { fuse_reply_err(req, to_errno(e.kind)); }
 
-// No exception may cross into libfuse's C frames: catch here, reply EIO, log once. A request
-// is answered once only: libfuse frees it with the reply, so an operation that may throw after
-// replying passes the flag it sets.
+// No exception may cross into libfuse's C frames: catch here, reply EIO, log once. (The
+// bodies reply last, so an exception always comes before their reply.)
 template <class F>
-void guarded(fuse_req_t req, const char* op, F&& body, const bool* replied = nullptr) {
+void guarded(fuse_req_t req, const char* op, F&& body) {
   try {
     body();
   } catch (const std::exception& ex) {
     spdlog::error("{}: internal error: {}", op, ex.what());
-    if (replied == nullptr || !*replied) fuse_reply_err(req, EIO);
+    reply_error(req, FsErr{FsErrorKind::kIo, ex.what()});
   } catch (...) {
     spdlog::error("{}: internal error", op);
-    if (replied == nullptr || !*replied) fuse_reply_err(req, EIO);
+    reply_error(req, FsErr{FsErrorKind::kIo, "internal error"});
   }
 }
 
@@ -90,20 +97,33 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   guarded(req, "lookup", [&] {
     auto r = fs_of(req).lookup(parent, name);
     if (!r) return reply_error(req, r.error());
-    const auto e = entry_of(*r);
+    const auto e = entry_of(req, *r);
     // Interrupted: the kernel never saw the entry, so it will never forget it.
     if (fuse_reply_entry(req, &e) != 0) fs_of(req).forget(e.ino, 1);
   });
 }
 
-void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t n) {
-  fs_of(req).forget(ino, n);
+// FORGET has no reply to send an error with: a failure is logged, and the request answered.
+template <class F>
+void guarded_no_reply(fuse_req_t req, const char* op, F&& body) {
+  try {
+    body();
+  } catch (const std::exception& ex) {
+    spdlog::error("{}: internal error: {}", op, ex.what());
+  } catch (...) {
+    spdlog::error("{}: internal error", op);
+  }
   fuse_reply_none(req);
 }
 
+void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t n) {
+  guarded_no_reply(req, "forget", [&] { fs_of(req).forget(ino, n); });
+}
+
 void op_forget_multi(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
-  for (size_t i = 0; i < count; ++i) fs_of(req).forget(forgets[i].ino, forgets[i].nlookup);
-  fuse_reply_none(req);
+  guarded_no_reply(req, "forget", [&] {
+    for (size_t i = 0; i < count; ++i) fs_of(req).forget(forgets[i].ino, forgets[i].nlookup);
+  });
 }
 
 void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
@@ -112,7 +132,7 @@ void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
     if (!r) return reply_error(req, r.error());
     struct stat st;
     fill_stat(*r, &st);
-    fuse_reply_attr(req, &st, g_timeouts.attr);
+    fuse_reply_attr(req, &st, session_of(req).attr_timeout);
   });
 }
 
@@ -147,7 +167,7 @@ void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse
     }
     size_t need = 0;
     if (plus) {
-      fuse_entry_param e = entry_of(a);
+      fuse_entry_param e = entry_of(req, a);
       need = fuse_add_direntry_plus(req, buf.data() + used, size - used, name.c_str(), &e, i + 1);
     } else {
       struct stat st;
@@ -176,8 +196,10 @@ void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse
 }
 
 void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-  delete reinterpret_cast<DirHandle*>(fi->fh);
-  fuse_reply_err(req, 0);
+  guarded(req, "releasedir", [&] {
+    delete reinterpret_cast<DirHandle*>(fi->fh);
+    fuse_reply_err(req, 0);
+  });
 }
 
 void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
@@ -195,27 +217,65 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   });
 }
 
+// Whether `pid` (in the daemon's PID namespace, as FUSE gives it) still runs: a zombie has
+// already lost interest in what it asked for.
+bool process_alive(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  FILE* f = std::fopen(path, "re");
+  if (f == nullptr) return errno != ENOENT;  // unreadable (hidepid=): assume alive
+  char buf[512];
+  const std::size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  const char* close = std::strrchr(buf, ')');  // the name may hold spaces and parentheses
+  return close == nullptr || close[1] != ' ' || (close[2] != 'Z' && close[2] != 'X');
+}
+
+// FUSE's INTERRUPT (the reader was killed while its read waited) raises the read's flag.
+void on_interrupt(fuse_req_t, void* data) { static_cast<CancelFlag*>(data)->cancel(); }
+
 void op_read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
   bool replied = false;
-  guarded(
-      req, "read",
-      [&] {
-        auto* h = reinterpret_cast<FileHandle*>(fi->fh);
-        auto r = fs_of(req).read(*h, static_cast<std::uint64_t>(off), size,
-                                 [&](std::span<const iovec> iov) {
-                                   replied = true;
-                                   fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
-                                 });
-        if (!r && !replied) reply_error(req, r.error());
-      },
-      &replied);
+  CancelFlag cancel;
+  // The kernel's own readahead gets no INTERRUPT when its reader is killed: the read also
+  // stops waiting once the process that asked is gone.
+  if (const pid_t pid = fuse_req_ctx(req)->pid; pid > 0) {
+    cancel.set_liveness_check([pid] { return !process_alive(pid); });
+  }
+  fuse_req_interrupt_func(req, on_interrupt, &cancel);
+  // Before any reply: once this returns, no interrupt callback runs or will run with `cancel`
+  // (libfuse calls it under the request's lock, which this takes).
+  auto detach = [&] { fuse_req_interrupt_func(req, nullptr, nullptr); };
+  auto fail = [&](const FsErr& e) {
+    detach();
+    reply_error(req, e);
+  };
+  try {
+    auto* h = reinterpret_cast<FileHandle*>(fi->fh);
+    auto r = fs_of(req).read(*h, static_cast<std::uint64_t>(off), size, &cancel,
+                             [&](std::span<const iovec> iov) {
+                               detach();
+                               replied = true;
+                               fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
+                             });
+    if (!r && !replied) fail(r.error());
+  } catch (const std::exception& ex) {
+    spdlog::error("read: internal error: {}", ex.what());
+    if (!replied) fail(FsErr{FsErrorKind::kIo, ex.what()});
+  } catch (...) {
+    spdlog::error("read: internal error");
+    if (!replied) fail(FsErr{FsErrorKind::kIo, "internal error"});
+  }
 }
 
 void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-  auto* h = reinterpret_cast<FileHandle*>(fi->fh);
-  fs_of(req).release(*h);
-  delete h;
-  fuse_reply_err(req, 0);
+  guarded(req, "release", [&] {
+    auto* h = reinterpret_cast<FileHandle*>(fi->fh);
+    fs_of(req).release(*h);
+    delete h;
+    fuse_reply_err(req, 0);
+  });
 }
 
 void op_statfs(fuse_req_t req, fuse_ino_t) {
@@ -237,7 +297,7 @@ void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) 
     auto r = fs_of(req).getxattr(ino, name);
     if (!r) return reply_error(req, r.error());
     if (size == 0) return (void)fuse_reply_xattr(req, r->size());
-    if (size < r->size()) return (void)fuse_reply_err(req, ERANGE);
+    if (size < r->size()) return reply_error(req, FsErr{FsErrorKind::kRange, name});
     fuse_reply_buf(req, r->data(), r->size());
   });
 }
@@ -249,20 +309,24 @@ void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
     std::string all;
     for (const auto& n : *r) all.append(n).push_back('\0');
     if (size == 0) return (void)fuse_reply_xattr(req, all.size());
-    if (size < all.size()) return (void)fuse_reply_err(req, ERANGE);
+    if (size < all.size()) return reply_error(req, FsErr{FsErrorKind::kRange, "listxattr"});
     fuse_reply_buf(req, all.data(), all.size());
   });
 }
 
+// Every write-type operation: the filesystem is read-only.
+void rofs(fuse_req_t req) { reply_error(req, FsErr{FsErrorKind::kReadOnly, "read-only"}); }
+
 void op_access(fuse_req_t req, fuse_ino_t, int mask) {
-  fuse_reply_err(req, (mask & W_OK) != 0 ? EROFS : 0);
+  if ((mask & W_OK) != 0) return rofs(req);
+  fuse_reply_err(req, 0);
 }
 
-void op_readlink(fuse_req_t req, fuse_ino_t) { fuse_reply_err(req, EINVAL); }
+void op_readlink(fuse_req_t req, fuse_ino_t) {
+  reply_error(req, FsErr{FsErrorKind::kInvalid, "not a symlink"});
+}
 void op_flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
 
-// Every write-type operation: the filesystem is read-only.
-void rofs(fuse_req_t req) { fuse_reply_err(req, EROFS); }
 void op_setattr(fuse_req_t req, fuse_ino_t, struct stat*, int, fuse_file_info*) { rofs(req); }
 void op_mknod(fuse_req_t req, fuse_ino_t, const char*, mode_t, dev_t) { rofs(req); }
 void op_mkdir(fuse_req_t req, fuse_ino_t, const char*, mode_t) { rofs(req); }
@@ -356,8 +420,9 @@ FuseMount::FuseMount(Filesystem& fs, FuseConfig config) : fs_(fs), config_(std::
 
 Expected<std::unique_ptr<FuseMount>, std::string> FuseMount::mount(Filesystem& fs,
                                                                    const FuseConfig& config) {
-  g_timeouts = Timeouts{config.entry_timeout, config.attr_timeout};
   std::unique_ptr<FuseMount> m(new FuseMount(fs, config));
+  m->data_ =
+      std::make_unique<SessionData>(SessionData{&fs, config.entry_timeout, config.attr_timeout});
   std::vector<std::string> argv = {"wheelhousefs"};
   std::string opts = "ro";
   for (const auto& o : config.options) opts += "," + o;
@@ -368,7 +433,7 @@ Expected<std::unique_ptr<FuseMount>, std::string> FuseMount::mount(Filesystem& f
   for (auto& a : argv) cargv.push_back(a.data());
   fuse_args args = FUSE_ARGS_INIT(static_cast<int>(cargv.size()), cargv.data());
   const fuse_lowlevel_ops ops = make_ops();
-  m->se_ = fuse_session_new(&args, &ops, sizeof ops, &fs);
+  m->se_ = fuse_session_new(&args, &ops, sizeof ops, m->data_.get());
   fuse_opt_free_args(&args);
   if (m->se_ == nullptr)
     return unexpected(std::string("cannot create the FUSE session (bad FUSE option?)"));
@@ -399,7 +464,21 @@ void FuseMount::serve() {
   pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
   fuse_buf buf{};
   while (!fuse_session_exited(se_) && !exiting_) {
+    {
+      std::lock_guard lock(threads_mu_);
+      ++idle_;
+    }
     const int res = fuse_session_receive_buf(se_, &buf);
+    {
+      // The last idle thread took a request: start another, so that some thread always reads
+      // /dev/fuse. Reads may wait for downloads, and the kernel's INTERRUPT for a reader that
+      // was killed (the only way to free the thread it holds) must find a thread to read it.
+      std::lock_guard lock(threads_mu_);
+      --idle_;
+      if (idle_ == 0 && res > 0 && !exiting_ && threads_.size() < config_.max_threads) {
+        start_thread_locked();
+      }
+    }
     if (res == -EINTR) continue;
     if (res <= 0) {
       if (res < 0 && res != -ENODEV) spdlog::error("FUSE receive failed: {}", std::strerror(-res));
@@ -411,17 +490,19 @@ void FuseMount::serve() {
   std::free(buf.mem);
 }
 
+void FuseMount::start_thread_locked() {
+  ++live_;
+  threads_.emplace_back([this] {
+    serve();
+    std::lock_guard done(threads_mu_);
+    if (--live_ == 0) threads_cv_.notify_all();
+  });
+}
+
 void FuseMount::run() {
   {
     std::lock_guard lock(threads_mu_);
-    live_ = std::max(1u, config_.threads);
-    for (unsigned i = 0; i < live_; ++i) {
-      threads_.emplace_back([this] {
-        serve();
-        std::lock_guard done(threads_mu_);
-        if (--live_ == 0) threads_cv_.notify_all();
-      });
-    }
+    for (unsigned i = 0; i < std::max(1u, config_.threads); ++i) start_thread_locked();
   }
   // Join only once every thread has finished, and under the lock that exit() signals them
   // under: a thread is never signalled after it has been joined.
@@ -443,6 +524,16 @@ void FuseMount::invalidate(const ns::Invalidations& inv) {
     fuse_lowlevel_notify_inval_entry(se_, parent, name.c_str(), name.size());
   }
   for (const ns::Ino ino : inv.inodes) fuse_lowlevel_notify_inval_inode(se_, ino, 0, 0);
+}
+
+void FuseMount::invalidate_data(const std::vector<ns::Ino>& inodes) {
+  // Offset 0, length 0: every cached page of the inode (and its attributes).
+  for (const ns::Ino ino : inodes) {
+    const int rc = fuse_lowlevel_notify_inval_inode(se_, ino, 0, 0);
+    if (rc != 0 && rc != -ENOENT) {
+      spdlog::warn("cannot drop the kernel's pages of inode {}: {}", ino, std::strerror(-rc));
+    }
+  }
 }
 
 }  // namespace whfs::fuse

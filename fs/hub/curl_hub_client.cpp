@@ -37,6 +37,9 @@ struct Outcome {
   enum class Kind { kDone, kProgress, kRetry, kFail } kind = Kind::kDone;
   HubError error;
   std::optional<std::chrono::seconds> hint;  // the server's own wait, for 429/503
+  // A stalled connection was dropped: a fresh one is tried at once, without a backoff (the
+  // stall limit already waited, and the server is not asking us to slow down).
+  bool at_once = false;
 };
 
 Outcome done() { return {}; }
@@ -171,6 +174,15 @@ class CurlHubClient final : public HubClient {
     const bool dataset = config_.repo.type == RepoType::kDataset;
     api_base_ = config_.endpoint + (dataset ? "/api/datasets/" : "/api/models/") + config_.repo.id;
     file_base_ = config_.endpoint + (dataset ? "/datasets/" : "/") + config_.repo.id;
+    send_token_ = endpoint_origin_ &&
+                  (endpoint_origin_->scheme == "https" ||
+                   is_loopback_host(endpoint_origin_->host) || config_.allow_insecure_token);
+    if (!send_token_ && tokens_.token()) {
+      spdlog::warn(
+          "the endpoint {} is plain http and not on this machine: the token ({}) is not sent, "
+          "so that it never crosses a network in clear text (option insecure_token sends it)",
+          config_.endpoint, tokens_.describe());
+    }
   }
 
   ~CurlHubClient() override { cancel(); }
@@ -215,6 +227,13 @@ class CurlHubClient final : public HubClient {
       for (auto& e : parsed->entries) {
         if (seen_paths.insert(e.path).second) entries.push_back(std::move(e));
       }
+      if (entries.size() > config_.max_entries) {
+        HubError e = make_error(HubErrorKind::kBadResponse,
+                                "listing has more than " + std::to_string(config_.max_entries) +
+                                    " entries; refusing to hold or truncate it");
+        e.code = "TooManyEntries";
+        return unexpected(std::move(e));
+      }
       const auto next = parse_link_next(resp->header("link"));
       if (!next) break;
       const auto origin = origin_of(*next);
@@ -231,8 +250,10 @@ class CurlHubClient final : public HubClient {
     return entries;
   }
 
+  using HubClient::read_range;
   Expected<void, HubError> read_range(const FileRef& file, std::uint64_t offset,
-                                      std::span<std::byte> out, Deadline deadline) override {
+                                      std::span<std::byte> out, Deadline deadline,
+                                      const CancelFlag* abandon) override {
     if (out.empty()) return {};
     if (offset + out.size() > file.size) {
       return unexpected(
@@ -259,7 +280,7 @@ class CurlHubClient final : public HubClient {
           return sink(h, d);
         };
         stats_.requests++;
-        auto resp = transport_.perform(req, deadline, body);
+        auto resp = transport_.perform(req, deadline, body, abandon);
         if (!resp) {
           stats_.bytes += resp.error().body_bytes;
           return transfer_outcome(resp.error(), file.path);
@@ -330,6 +351,11 @@ class CurlHubClient final : public HubClient {
       last = std::move(o.error);
       ++tries;
       if (tries >= config_.retry.max_attempts) break;
+      if (o.at_once) {
+        stats_.retries++;
+        spdlog::debug("{}: {}; retry {} now", what, last.describe(), tries);
+        continue;
+      }
       const auto delay = retry_delay(tries - 1, o.hint);
       if (Clock::now() + delay >= deadline) {
         // Waiting would pass the deadline: fail now with what we know.
@@ -411,6 +437,7 @@ class CurlHubClient final : public HubClient {
   // The token goes to the endpoint's origin and nowhere else (not to a CDN, not after a
   // redirect to another host or port).
   void add_auth(HttpRequest& req) {
+    if (!send_token_) return;
     const auto origin = origin_of(req.url);
     if (!origin || !endpoint_origin_ || *origin != *endpoint_origin_) return;
     if (auto token = tokens_.token()) req.headers.push_back("Authorization: Bearer " + *token);
@@ -421,10 +448,19 @@ class CurlHubClient final : public HubClient {
     switch (e.kind) {
       case K::kCancelled:
         return fail(make_error(HubErrorKind::kCancelled, what + ": shutting down"));
+      case K::kAbandoned:
+        return fail(make_error(HubErrorKind::kCancelled, what + ": nobody waits for it any more"));
       case K::kTooLarge:
         return fail(make_error(HubErrorKind::kBadResponse, what + ": " + e.message));
       case K::kTimeout:
         return retry(make_error(HubErrorKind::kTimeout, what + ": " + e.message));
+      case K::kStalled: {
+        Outcome o =
+            retry(make_error(HubErrorKind::kTimeout, what + ": stalled (" + e.message +
+                                                         "); retrying on a fresh connection"));
+        o.at_once = true;
+        return o;
+      }
       case K::kTruncated:
         return retry(
             make_error(HubErrorKind::kCorrupt, what + ": truncated body (" + e.message + ")"));
@@ -550,6 +586,7 @@ class CurlHubClient final : public HubClient {
   TokenSource tokens_;
   HttpTransport transport_;
   std::optional<Origin> endpoint_origin_;
+  bool send_token_ = false;
   std::string api_base_;
   std::string file_base_;
   HubStats stats_;

@@ -59,6 +59,15 @@ struct Transfer {
   bool stopped_by_sink = false;
   bool too_large = false;
   const std::atomic<bool>* cancelled = nullptr;
+  const CancelFlag* abandon = nullptr;
+  bool abandoned = false;
+  // Stall detection: the time of the last byte moved either way. (libcurl's low-speed limit
+  // averages over a window of several seconds, so after a burst it notices a stall late.)
+  std::chrono::steady_clock::duration stall_limit{};
+  std::chrono::steady_clock::time_point last_progress{};
+  curl_off_t last_down = 0;
+  curl_off_t last_up = 0;
+  bool stalled = false;
 };
 
 std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
@@ -136,9 +145,24 @@ std::size_t on_body(char* data, std::size_t size, std::size_t n, void* user) {
   return len;
 }
 
-int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
-  const auto* t = static_cast<Transfer*>(user);
-  return t->cancelled->load() ? 1 : 0;
+// Called at least once a second while a transfer runs, idle or not.
+int on_progress(void* user, curl_off_t, curl_off_t down, curl_off_t, curl_off_t up) {
+  auto* t = static_cast<Transfer*>(user);
+  if (t->cancelled->load()) return 1;
+  if (t->abandon != nullptr && t->abandon->cancelled()) {
+    t->abandoned = true;
+    return 1;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (down != t->last_down || up != t->last_up) {
+    t->last_down = down;
+    t->last_up = up;
+    t->last_progress = now;
+  } else if (now - t->last_progress >= t->stall_limit) {
+    t->stalled = true;
+    return 1;
+  }
+  return 0;
 }
 
 TransferError::Kind classify(CURLcode rc) {
@@ -253,7 +277,8 @@ void HttpTransport::release(std::unique_ptr<Handle> h) {
 
 Expected<HttpResponse, TransferError> HttpTransport::perform(const HttpRequest& req,
                                                              Deadline deadline,
-                                                             const BodySink& sink) {
+                                                             const BodySink& sink,
+                                                             const CancelFlag* abandon) {
   using std::chrono::duration_cast;
   using std::chrono::milliseconds;
   auto handle = acquire(deadline);
@@ -277,6 +302,9 @@ Expected<HttpResponse, TransferError> HttpTransport::perform(const HttpRequest& 
   t.sink = &sink;
   t.max_body = config_.max_body;
   t.cancelled = &cancelled_;
+  t.abandon = abandon;
+  t.stall_limit = config_.low_speed_time;
+  t.last_progress = std::chrono::steady_clock::now();
 
   curl_slist* headers = nullptr;
   for (const auto& h : req.headers) headers = curl_slist_append(headers, h.c_str());
@@ -294,8 +322,6 @@ Expected<HttpResponse, TransferError> HttpTransport::perform(const HttpRequest& 
   curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
                    std::min<long>(static_cast<long>(config_.connect_timeout.count()), left));
   curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(left));
-  curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, config_.low_speed_bytes);
-  curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, static_cast<long>(config_.low_speed_time.count()));
   curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
   curl_easy_setopt(c, CURLOPT_HEADERDATA, &t);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
@@ -326,11 +352,17 @@ Expected<HttpResponse, TransferError> HttpTransport::perform(const HttpRequest& 
     return std::move(t.response);
   }
   TransferError err;
-  err.kind = t.too_large ? TransferError::Kind::kTooLarge : classify(rc);
+  err.kind = t.too_large   ? TransferError::Kind::kTooLarge
+             : t.abandoned ? TransferError::Kind::kAbandoned
+             : t.stalled   ? TransferError::Kind::kStalled
+                           : classify(rc);
   if (err.kind == TransferError::Kind::kCancelled && !cancelled_) {
     err.kind = TransferError::Kind::kOther;
   }
-  err.message = t.too_large ? "response body too large" : curl_easy_strerror(rc);
+  err.message = t.too_large ? "response body too large"
+                : t.stalled
+                    ? "no progress for " + std::to_string(config_.low_speed_time.count()) + " s"
+                    : curl_easy_strerror(rc);
   err.body_bytes = t.response.body_bytes;
   return unexpected(std::move(err));
 }

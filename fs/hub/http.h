@@ -20,12 +20,11 @@
 #include <string>
 #include <vector>
 
+#include "fs/common/cancel.h"
+#include "fs/common/clock.h"
 #include "fs/common/expected.h"
 
 namespace whfs::hub {
-
-using Clock = std::chrono::steady_clock;
-using Deadline = Clock::time_point;
 
 struct HttpRequest {
   std::string method = "GET";  // GET, HEAD or POST
@@ -46,7 +45,19 @@ struct HttpResponse {
 };
 
 struct TransferError {
-  enum class Kind { kConnect, kTimeout, kReset, kTruncated, kTooLarge, kCancelled, kOther };
+  // kStalled: the connection made no progress for the stall limit (the deadline had not
+  // passed); a fresh connection may well do better at once.
+  enum class Kind {
+    kConnect,
+    kTimeout,
+    kStalled,
+    kReset,
+    kTruncated,
+    kTooLarge,
+    kCancelled,  // cancel(): shutting down
+    kAbandoned,  // the caller's flag: nobody wants the answer any more
+    kOther
+  };
   Kind kind = Kind::kOther;
   std::string message;
   std::uint64_t body_bytes = 0;  // bytes delivered before the failure
@@ -60,11 +71,11 @@ struct HttpConfig {
   std::string user_agent;
   std::string proxy;  // empty: libcurl's own handling of http_proxy/HTTPS_PROXY/NO_PROXY
   std::chrono::milliseconds connect_timeout{10000};
-  // A transfer slower than low_speed_bytes per second for low_speed_time is a stall.
-  long low_speed_bytes = 1024;
-  std::chrono::seconds low_speed_time{15};
+  // A transfer that moves no byte for this long is a stall: the connection is dropped (the
+  // caller retries on a fresh one). Waiting for an answer counts too.
+  std::chrono::seconds low_speed_time{5};
   std::size_t max_handles = 32;
-  std::size_t max_body = 64u << 20;  // for bodies collected in memory (listings)
+  std::size_t max_body = 8u << 20;  // for bodies collected in memory (a listing page)
 };
 
 class HttpTransport {
@@ -75,8 +86,10 @@ class HttpTransport {
   HttpTransport& operator=(const HttpTransport&) = delete;
 
   // Blocks until the response is complete, the deadline passes or cancel() is called.
+  // `abandon` (may be null) ends the transfer at once when raised.
   Expected<HttpResponse, TransferError> perform(const HttpRequest& req, Deadline deadline,
-                                                const BodySink& sink = nullptr);
+                                                const BodySink& sink = nullptr,
+                                                const CancelFlag* abandon = nullptr);
 
   // Aborts every transfer in flight and makes new ones fail at once (shutdown).
   void cancel();

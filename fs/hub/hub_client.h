@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fs/common/cancel.h"
 #include "fs/common/expected.h"
 #include "fs/common/remote_entry.h"
 #include "fs/hub/http.h"
@@ -73,23 +74,39 @@ class HubClient {
 
   // Fills `out` with the file's bytes from `offset` (out.size() bytes, which must not pass the
   // end of the file). All of them or an error: a short or wrong body never counts as data.
+  // `abandon` (may be null): raised when nobody wants the bytes any more; the call then ends
+  // at once with kCancelled, its connection dropped.
   virtual Expected<void, HubError> read_range(const FileRef& file, std::uint64_t offset,
-                                              std::span<std::byte> out, Deadline deadline) = 0;
+                                              std::span<std::byte> out, Deadline deadline,
+                                              const CancelFlag* abandon) = 0;
+  Expected<void, HubError> read_range(const FileRef& file, std::uint64_t offset,
+                                      std::span<std::byte> out, Deadline deadline) {
+    return read_range(file, offset, out, deadline, nullptr);
+  }
 
   virtual const HubStats& stats() const = 0;
 
   // Makes calls in flight fail with kCancelled promptly (shutdown).
   virtual void cancel() = 0;
+
+  // True for the Hub of an offline mount (offline_hub.h): nothing is ever requested.
+  virtual bool offline() const { return false; }
 };
 
 struct HubClientConfig {
   std::string endpoint;  // without a trailing "/"; see resolve_endpoint()
   RepoRef repo;
   std::filesystem::path token_file;  // the token_file option, empty for the default order
+  // The token goes over https, or plain http to a loopback address; plain http to anywhere
+  // else (a site cache on the LAN) only when this is set: it would travel in clear text.
+  bool allow_insecure_token = false;
   std::string proxy;
   RetryPolicy retry;
-  HttpConfig http;                 // user_agent is filled in by make_hub_client() when empty
-  std::size_t max_pages = 100000;  // a listing with more pages is an error, never truncated
+  HttpConfig http;  // user_agent is filled in by make_hub_client() when empty
+  // A listing with more pages or entries is an error, never truncated: together with the
+  // entries per page (listing.h) they bound what one listing may make the daemon hold.
+  std::size_t max_pages = 5000;
+  std::size_t max_entries = 250000;
   // A CDN URL is used until this long before it expires (or for `default_url_ttl` when its
   // expiry cannot be read from it).
   std::chrono::seconds url_expiry_margin{60};

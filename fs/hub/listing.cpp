@@ -1,5 +1,6 @@
 #include "fs/hub/listing.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <unordered_set>
 
@@ -24,10 +25,13 @@ std::optional<std::uint64_t> as_size(const json* v) {
   return v->get<std::uint64_t>();
 }
 
+// A remote name as it may appear in a log line: control characters (a newline would forge a
+// second line) shown as '?'.
 std::string printable(std::string_view s) {
   std::string out;
   for (char c : s.substr(0, 120)) {
-    out.push_back(c == '\0' ? '?' : c);
+    const auto u = static_cast<unsigned char>(c);
+    out.push_back(u < 0x20 || u == 0x7f ? '?' : c);
   }
   return out;
 }
@@ -74,6 +78,11 @@ Expected<RemoteEntry, std::string> to_entry(const json& item, std::string_view f
     if (auto lfs_size = as_size(field(*lfs, "size"))) size = lfs_size;
   }
   if (!size) return unexpected("\"" + printable(p) + "\": no size");
+  if (*size > kMaxFileSize) {
+    // Past off_t (a negative st_size) and past 2^32 cache blocks long before that.
+    return unexpected("\"" + printable(p) + "\": size " + std::to_string(*size) +
+                      " is above the largest file served (1 TiB)");
+  }
   e.size = *size;
   if (e.oid.empty() && e.lfs_sha256.empty()) {
     return unexpected("\"" + printable(p) + "\": no content id (oid)");
@@ -91,6 +100,12 @@ std::optional<std::string> check_remote_path(std::string_view path, std::string_
                                              bool recursive) {
   if (path.empty()) return "empty path";
   if (path.find('\0') != std::string_view::npos) return "contains NUL";
+  if (std::any_of(path.begin(), path.end(), [](char c) {
+        const auto u = static_cast<unsigned char>(c);
+        return u < 0x20 || u == 0x7f;
+      })) {
+    return "contains a control character (a newline, a tab, ...)";
+  }
   if (path.front() == '/') return "absolute path";
   std::string_view rest = path;
   if (!folder.empty()) {
@@ -119,6 +134,11 @@ Expected<TreePage, HubError> parse_tree_page(std::string_view body, std::string_
   const json doc = json::parse(body.begin(), body.end(), nullptr, false);
   if (doc.is_discarded()) return unexpected(bad("tree listing is not valid JSON"));
   if (!doc.is_array()) return unexpected(bad("tree listing is not a JSON array"));
+  if (doc.size() > kMaxEntriesPerPage) {
+    return unexpected(bad("tree listing page has " + std::to_string(doc.size()) +
+                          " entries, more than the " + std::to_string(kMaxEntriesPerPage) +
+                          " a page may hold"));
+  }
   TreePage page;
   std::unordered_set<std::string> seen;
   for (const json& item : doc) {

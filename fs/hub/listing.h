@@ -2,6 +2,8 @@
 // Pure functions over response bytes: tree pages, revision info, Link headers, remote path
 // checks. No I/O, so they are unit-tested and fuzzed directly (tests/fuzz/).
 
+#include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -12,6 +14,12 @@
 #include "fs/hub/hub_error.h"
 
 namespace whfs::hub {
+
+// Bounds on what a listing may make the daemon hold: the Hub sends 1000 entries a page.
+inline constexpr std::size_t kMaxEntriesPerPage = 10000;
+// Files above this are invalid entries (skipped): st_size and the cache's block numbers stay
+// far from overflowing, and no wheel comes near it.
+inline constexpr std::uint64_t kMaxFileSize = std::uint64_t{1} << 40;
 
 struct TreePage {
   std::vector<RemoteEntry> entries;
@@ -24,8 +32,9 @@ struct TreePage {
 Expected<TreePage, HubError> parse_tree_page(std::string_view body, std::string_view folder,
                                              bool recursive);
 
-// Why a remote path may not become a local name, or nullopt when it is fine: NUL, empty
-// segments, ".", "..", a segment over 255 bytes, a leading "/", or outside `folder`.
+// Why a remote path may not become a local name, or nullopt when it is fine: NUL or another
+// control character, empty segments, ".", "..", a segment over 255 bytes, a leading "/", or
+// outside `folder`.
 std::optional<std::string> check_remote_path(std::string_view path, std::string_view folder,
                                              bool recursive);
 

@@ -4,7 +4,9 @@
 // Order: the token_file option > HF_TOKEN (legacy HUGGING_FACE_HUB_TOKEN) > the file at
 // HF_TOKEN_PATH > $HF_HOME/token (HF_HOME defaults to ${XDG_CACHE_HOME:-~/.cache}/huggingface).
 // HF_HUB_DISABLE_IMPLICIT_TOKEN leaves only the explicit option. A token is trimmed; an empty
-// one is no token. Tokens are never logged.
+// one is no token. Tokens are never logged. A token file must be a regular file of at most
+// kMaxTokenFileBytes holding one line; it is opened without blocking (a FIFO never holds up a
+// request), and a file other users can read is reported.
 
 #include <chrono>
 #include <filesystem>
@@ -39,7 +41,7 @@ class TokenSource {
   std::filesystem::path file_;
   std::string origin_;  // "option token_file", "HF_TOKEN", ...
   std::optional<std::string> cached_;
-  std::filesystem::file_time_type mtime_{};
+  std::chrono::nanoseconds mtime_{-1};
   std::uintmax_t size_ = static_cast<std::uintmax_t>(-1);
   std::chrono::steady_clock::time_point checked_{};
   std::chrono::milliseconds recheck_{1000};
@@ -47,5 +49,12 @@ class TokenSource {
 
 // Trims spaces, tabs, CR and LF; nullopt when nothing is left.
 std::optional<std::string> clean_token(std::string_view raw);
+
+// False when a (trimmed) token holds a line break or another control character: it would
+// split the Authorization header, and is not a token.
+bool valid_token_text(std::string_view token);
+
+// A token file is a small regular file; anything larger is refused rather than read.
+inline constexpr std::size_t kMaxTokenFileBytes = 4096;
 
 }  // namespace whfs::hub

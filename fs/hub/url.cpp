@@ -131,6 +131,20 @@ std::optional<Origin> origin_of(std::string_view url) {
   return o;
 }
 
+bool is_loopback_host(std::string_view host) {
+  if (host == "localhost" || host == "::1" || host == "0:0:0:0:0:0:0:1") return true;
+  if (!host.starts_with("127.")) return false;
+  int dots = 0;
+  for (char c : host) {
+    if (c == '.') {
+      ++dots;
+    } else if (c < '0' || c > '9') {
+      return false;
+    }
+  }
+  return dots == 3;
+}
+
 std::string resolve_reference(std::string_view base, std::string_view ref) {
   if (ref.find("://") != std::string_view::npos && ref.find("://") < ref.find_first_of("/?#")) {
     return std::string(ref);  // absolute

@@ -27,6 +27,10 @@ struct Origin {
 // nullopt for anything that is not an absolute http(s) URL.
 std::optional<Origin> origin_of(std::string_view url);
 
+// localhost, 127.0.0.0/8 or ::1 (as origin_of() spells hosts): traffic that never leaves the
+// machine.
+bool is_loopback_host(std::string_view host);
+
 // RFC 3986 §5.2 resolution of a Location header against the URL it came from.
 std::string resolve_reference(std::string_view base, std::string_view ref);
 

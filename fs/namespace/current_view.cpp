@@ -72,7 +72,7 @@ std::vector<std::shared_ptr<Node>> CurrentView::root_entries(const std::string& 
   return {dir};
 }
 
-Expected<std::vector<std::shared_ptr<Node>>, FsError> CurrentView::build(
+Expected<std::vector<std::shared_ptr<Node>>, FsErr> CurrentView::build(
     const std::string& commit, const std::shared_ptr<const target::Target>& t) {
   nlohmann::json report;
   report["commit"] = commit;

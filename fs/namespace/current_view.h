@@ -30,7 +30,7 @@ class CurrentView : public SyntheticRoot {
   std::vector<std::shared_ptr<Node>> root_entries(const std::string& commit) override;
 
  private:
-  Expected<std::vector<std::shared_ptr<Node>>, FsError> build(
+  Expected<std::vector<std::shared_ptr<Node>>, FsErr> build(
       const std::string& commit, const std::shared_ptr<const target::Target>& t);
 
   ListingSource& source_;

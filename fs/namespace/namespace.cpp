@@ -5,7 +5,7 @@
 namespace whfs::ns {
 namespace {
 
-FsError not_found(const std::string& what) { return FsError{FsErrc::kNotFound, what}; }
+FsErr not_found(const std::string& what) { return FsErr{FsErrorKind::kNotFound, what}; }
 
 // The inode key: folders by path, files by path and content, synthetic nodes by identity.
 std::string key_of(const Node& n) {
@@ -64,7 +64,7 @@ Namespace::Namespace(ListingSource& source, std::string commit, std::int64_t mti
 
 void Namespace::set_synthetic_root(SyntheticRoot* synth) { synth_ = synth; }
 
-const std::string& Namespace::commit() const {
+std::string Namespace::commit() const {
   std::shared_lock lock(tree_mu_);
   return tree_.commit;
 }
@@ -77,6 +77,15 @@ std::int64_t Namespace::mtime() const {
 std::size_t Namespace::inode_count() const {
   std::lock_guard lock(table_mu_);
   return inodes_.size();
+}
+
+std::vector<Ino> Namespace::inodes_where(const std::function<bool(const Node&)>& pred) const {
+  std::vector<Ino> out;
+  std::lock_guard lock(table_mu_);
+  for (const auto& [ino, slot] : inodes_) {
+    if (slot.node && pred(*slot.node)) out.push_back(ino);
+  }
+  return out;
 }
 
 std::shared_ptr<Node> Namespace::find_node(Ino ino) const {
@@ -118,56 +127,68 @@ std::shared_ptr<Node> Namespace::make_child(const RemoteEntry& e, const std::str
   return n;
 }
 
-Expected<void, FsError> Namespace::ensure_listed(const std::shared_ptr<Node>& dir) {
+Expected<void, FsErr> Namespace::ensure_listed(const std::shared_ptr<Node>& dir) {
   {
     std::unique_lock lock(dir->mu);
     while (dir->listing) dir->listed_cv.wait(lock);  // another thread lists it: share its result
     if (dir->listed) return {};
     dir->listing = true;
   }
-  // No lock is held across the listing (network or cache I/O).
+  // Whatever happens below (an error, an exception), the folder stops being "listing" and its
+  // waiters wake: a folder left marked would make every later lookup in it wait forever.
   std::map<std::string, std::shared_ptr<Node>> children;
-  Expected<void, FsError> result;
+  bool ok = false;
+  struct Done {
+    const std::shared_ptr<Node>& dir;
+    std::map<std::string, std::shared_ptr<Node>>& children;
+    bool& ok;
+    ~Done() {
+      std::lock_guard lock(dir->mu);
+      dir->listing = false;
+      if (ok) {
+        dir->children = std::move(children);
+        dir->listed = true;
+      }
+      dir->listed_cv.notify_all();
+    }
+  } done{dir, children, ok};
+  // No lock is held across the listing (network or cache I/O).
+  auto listed = list_children(dir);
+  if (!listed) return unexpected(listed.error());
+  children = std::move(*listed);
+  ok = true;
+  return {};
+}
+
+Expected<std::map<std::string, std::shared_ptr<Node>>, FsErr> Namespace::list_children(
+    const std::shared_ptr<Node>& dir) {
+  std::map<std::string, std::shared_ptr<Node>> children;
   if (dir->kind == NodeKind::kSyntheticDir) {
-    auto made = dir->generate ? dir->generate()
-                              : Expected<std::vector<std::shared_ptr<Node>>, FsError>(
-                                    std::vector<std::shared_ptr<Node>>{});
-    if (made) {
-      for (auto& n : *made) {
-        assign_inos(n);
-        children[n->name] = n;
-      }
-    } else {
-      result = unexpected(made.error());
+    if (!dir->generate) return children;
+    auto made = dir->generate();
+    if (!made) return unexpected(made.error());
+    for (auto& n : *made) {
+      assign_inos(n);
+      children[n->name] = n;
     }
-  } else {
-    auto listing = source_.list(dir->commit, dir->entry.path);
-    if (listing) {
-      for (const auto& e : *listing) children[e.name()] = make_child(e, dir->commit);
-      if (dir->ino == kRootIno && synth_ != nullptr) {
-        for (auto& n : synth_->root_entries(dir->commit)) {
-          if (children.count(n->name) != 0) {
-            spdlog::warn(
-                "the repository has its own top-level \"{}\"; it is hidden by the "
-                "synthetic folder of that name",
-                n->name);
-          }
-          assign_inos(n);
-          children[n->name] = n;
-        }
+    return children;
+  }
+  auto listing = source_.list(dir->commit, dir->entry.path);
+  if (!listing) return unexpected(listing.error());
+  for (const auto& e : *listing) children[e.name()] = make_child(e, dir->commit);
+  if (dir->ino == kRootIno && synth_ != nullptr) {
+    for (auto& n : synth_->root_entries(dir->commit)) {
+      if (children.count(n->name) != 0) {
+        spdlog::warn(
+            "the repository has its own top-level \"{}\"; it is hidden by the synthetic folder "
+            "of that name",
+            n->name);
       }
-    } else {
-      result = unexpected(listing.error());
+      assign_inos(n);
+      children[n->name] = n;
     }
   }
-  std::lock_guard lock(dir->mu);
-  dir->listing = false;
-  if (result) {
-    dir->children = std::move(children);
-    dir->listed = true;
-  }
-  dir->listed_cv.notify_all();
-  return result;
+  return children;
 }
 
 Attr Namespace::attr_of(const Node& n) const {
@@ -175,10 +196,10 @@ Attr Namespace::attr_of(const Node& n) const {
   return Attr{n.ino, n.is_dir(), n.size(), tree_.mtime};
 }
 
-Expected<Attr, FsError> Namespace::lookup(Ino parent, const std::string& name) {
+Expected<Attr, FsErr> Namespace::lookup(Ino parent, const std::string& name) {
   auto dir = find_node(parent);
   if (!dir) return unexpected(not_found("stale folder"));
-  if (!dir->is_dir()) return unexpected(FsError{FsErrc::kNotDir, name});
+  if (!dir->is_dir()) return unexpected(FsErr{FsErrorKind::kNotDir, name});
   if (auto r = ensure_listed(dir); !r) return unexpected(r.error());
   std::shared_ptr<Node> child;
   {
@@ -213,22 +234,22 @@ void Namespace::ref(Ino ino) {
   if (it != inodes_.end()) it->second.nlookup++;
 }
 
-Expected<Attr, FsError> Namespace::getattr(Ino ino) {
+Expected<Attr, FsErr> Namespace::getattr(Ino ino) {
   auto n = find_node(ino);
   if (!n) return unexpected(not_found("stale inode"));
   return attr_of(*n);
 }
 
-Expected<std::shared_ptr<const Node>, FsError> Namespace::node(Ino ino) {
+Expected<std::shared_ptr<const Node>, FsErr> Namespace::node(Ino ino) {
   auto n = find_node(ino);
   if (!n) return unexpected(not_found("stale inode"));
   return std::shared_ptr<const Node>(n);
 }
 
-Expected<std::vector<DirEntry>, FsError> Namespace::readdir(Ino ino, bool count_refs) {
+Expected<std::vector<DirEntry>, FsErr> Namespace::readdir(Ino ino, bool count_refs) {
   auto dir = find_node(ino);
   if (!dir) return unexpected(not_found("stale folder"));
-  if (!dir->is_dir()) return unexpected(FsError{FsErrc::kNotDir, dir->name});
+  if (!dir->is_dir()) return unexpected(FsErr{FsErrorKind::kNotDir, dir->name});
   if (auto r = ensure_listed(dir); !r) return unexpected(r.error());
   std::vector<std::shared_ptr<Node>> kids;
   {
@@ -246,7 +267,7 @@ Expected<std::vector<DirEntry>, FsError> Namespace::readdir(Ino ino, bool count_
   return out;
 }
 
-Expected<std::shared_ptr<Node>, FsError> Namespace::dir_at(const std::string& path) {
+Expected<std::shared_ptr<Node>, FsErr> Namespace::dir_at(const std::string& path) {
   std::shared_ptr<Node> cur;
   {
     std::shared_lock lock(tree_mu_);
@@ -271,9 +292,9 @@ Expected<std::shared_ptr<Node>, FsError> Namespace::dir_at(const std::string& pa
   return cur;
 }
 
-Expected<void, FsError> Namespace::diff(const std::shared_ptr<Node>& old_dir,
-                                        const std::shared_ptr<Node>& new_dir, Invalidations& inv,
-                                        std::vector<std::shared_ptr<Node>>& dropped) {
+Expected<void, FsErr> Namespace::diff(const std::shared_ptr<Node>& old_dir,
+                                      const std::shared_ptr<Node>& new_dir, Invalidations& inv,
+                                      std::vector<std::shared_ptr<Node>>& dropped) {
   std::map<std::string, std::shared_ptr<Node>> old_children;
   {
     std::lock_guard lock(old_dir->mu);
@@ -321,8 +342,8 @@ Expected<void, FsError> Namespace::diff(const std::shared_ptr<Node>& old_dir,
   return {};
 }
 
-Expected<Invalidations, FsError> Namespace::switch_to(const std::string& commit, std::int64_t mtime,
-                                                      bool force) {
+Expected<Invalidations, FsErr> Namespace::switch_to(const std::string& commit, std::int64_t mtime,
+                                                    bool force) {
   std::lock_guard one_at_a_time(switch_mu_);
   std::shared_ptr<Node> old_root;
   {

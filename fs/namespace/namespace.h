@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "fs/common/expected.h"
+#include "fs/common/fs_error.h"
 #include "fs/common/remote_entry.h"
 
 namespace whfs::ns {
@@ -30,20 +31,13 @@ namespace whfs::ns {
 using Ino = std::uint64_t;
 inline constexpr Ino kRootIno = 1;
 
-enum class FsErrc { kNotFound, kNotDir, kIsDir, kIo, kAccess, kTimedOut };
-
-struct FsError {
-  FsErrc code = FsErrc::kIo;
-  std::string message;
-};
-
 // Where folder listings come from (the Hub, through the persisted listings of the cache).
 class ListingSource {
  public:
   virtual ~ListingSource() = default;
   // Direct children of `folder` ("" = root) at `commit`.
-  virtual Expected<std::vector<RemoteEntry>, FsError> list(const std::string& commit,
-                                                           const std::string& folder) = 0;
+  virtual Expected<std::vector<RemoteEntry>, FsErr> list(const std::string& commit,
+                                                         const std::string& folder) = 0;
 };
 
 enum class NodeKind : std::uint8_t { kDir, kFile, kSyntheticDir, kSyntheticFile };
@@ -58,7 +52,7 @@ struct Node {
   std::shared_ptr<const Node> alias;         // a current/ entry: the remote file it shows
   std::string identity;  // synthetic nodes: what makes their content (for the inode key)
   // Synthetic folders: produces the children on first listing.
-  std::function<Expected<std::vector<std::shared_ptr<Node>>, FsError>()> generate;
+  std::function<Expected<std::vector<std::shared_ptr<Node>>, FsErr>()> generate;
 
   bool is_dir() const { return kind == NodeKind::kDir || kind == NodeKind::kSyntheticDir; }
   std::uint64_t size() const;
@@ -102,31 +96,34 @@ class Namespace {
  public:
   Namespace(ListingSource& source, std::string commit, std::int64_t mtime);
 
-  const std::string& commit() const;
+  // By value: a refresh may replace the tree (and free its commit string) at any moment.
+  std::string commit() const;
   std::int64_t mtime() const;
 
   // Looks up a name and counts a kernel reference to the result.
-  Expected<Attr, FsError> lookup(Ino parent, const std::string& name);
+  Expected<Attr, FsErr> lookup(Ino parent, const std::string& name);
   void forget(Ino ino, std::uint64_t n);
   // Counts one more kernel reference (a readdirplus entry the kernel took).
   void ref(Ino ino);
-  Expected<Attr, FsError> getattr(Ino ino);
+  Expected<Attr, FsErr> getattr(Ino ino);
   // A snapshot of a folder (listing it first if needed). Entries for readdirplus count a
   // kernel reference each when `count_refs`.
-  Expected<std::vector<DirEntry>, FsError> readdir(Ino ino, bool count_refs);
+  Expected<std::vector<DirEntry>, FsErr> readdir(Ino ino, bool count_refs);
   // The node behind an inode (files: what open() needs).
-  Expected<std::shared_ptr<const Node>, FsError> node(Ino ino);
+  Expected<std::shared_ptr<const Node>, FsErr> node(Ino ino);
   // Lists a remote folder by path in the current tree ("" = root).
-  Expected<std::shared_ptr<Node>, FsError> dir_at(const std::string& path);
+  Expected<std::shared_ptr<Node>, FsErr> dir_at(const std::string& path);
 
   // Moves to a new commit (see the header comment); returns what the kernel must forget.
   // With `force`, rebuilds even at the same commit (the target of current/ changed).
-  Expected<Invalidations, FsError> switch_to(const std::string& commit, std::int64_t mtime,
-                                             bool force = false);
+  Expected<Invalidations, FsErr> switch_to(const std::string& commit, std::int64_t mtime,
+                                           bool force = false);
 
   void set_synthetic_root(SyntheticRoot* synth);
 
   std::size_t inode_count() const;
+  // The inodes whose node satisfies `pred` (called under the inode table's lock).
+  std::vector<Ino> inodes_where(const std::function<bool(const Node&)>& pred) const;
 
  private:
   struct Tree {
@@ -140,15 +137,17 @@ class Namespace {
     bool stale = false;  // no longer in the current tree: dropped when the kernel forgets it
   };
 
-  Expected<void, FsError> ensure_listed(const std::shared_ptr<Node>& dir);
+  Expected<void, FsErr> ensure_listed(const std::shared_ptr<Node>& dir);
+  Expected<std::map<std::string, std::shared_ptr<Node>>, FsErr> list_children(
+      const std::shared_ptr<Node>& dir);
   std::shared_ptr<Node> make_child(const RemoteEntry& e, const std::string& commit);
   void assign_ino(const std::shared_ptr<Node>& n);
   void assign_inos(const std::shared_ptr<Node>& n);
   Attr attr_of(const Node& n) const;
   std::shared_ptr<Node> find_node(Ino ino) const;
-  Expected<void, FsError> diff(const std::shared_ptr<Node>& old_dir,
-                               const std::shared_ptr<Node>& new_dir, Invalidations& inv,
-                               std::vector<std::shared_ptr<Node>>& dropped);
+  Expected<void, FsErr> diff(const std::shared_ptr<Node>& old_dir,
+                             const std::shared_ptr<Node>& new_dir, Invalidations& inv,
+                             std::vector<std::shared_ptr<Node>>& dropped);
 
   ListingSource& source_;
   SyntheticRoot* synth_ = nullptr;

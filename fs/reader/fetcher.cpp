@@ -4,25 +4,40 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <optional>
+
+#include "fs/common/hash.h"
 
 namespace whfs::reader {
 
+// One ranged GET of consecutive blocks, into the cache or into a MemoryFetch's buffer.
 struct Fetcher::Flight {
-  Flight(FileContent c, BlockRange r, bool d, std::optional<Deadline> dl)
-      : content(std::move(c)), range(r), demand(d), deadline(dl) {}
+  Flight(FileContent c, BlockRange r, bool d) : content(std::move(c)), range(r), demand(d) {}
   FileContent content;
   BlockRange range;
-  bool demand = false;  // guarded by Fetcher::mu_
-  // A demand download ends with its reader's deadline (a reader that gave up must not leave a
-  // stuck download for the next one to join); a prefetch gets fetch_timeout from its start.
-  std::optional<Deadline> deadline;
+  bool demand = false;                  // guarded by Fetcher::mu_
+  bool asked_by_reader = false;         // created for a reader (not a prefetch); immutable
+  int waiters = 0;                      // readers waiting for it; guarded by Fetcher::mu_
+  CancelFlag abandon;                   // raised when its last reader left before it was done
+  std::shared_ptr<MemoryFetch> memory;  // set: the bytes go to memory, not to the cache
   std::atomic<bool> started{false};
-  std::mutex mu;  // guards done, error and stored
-  std::condition_variable cv;
-  bool done = false;
+  std::atomic<bool> done{false};  // set last, after error and stored
+  std::mutex mu;                  // guards error and stored
   std::optional<ReadError> error;
   Stored stored = Stored::kCached;
+};
+
+// A whole content downloaded into memory (the cache cannot keep it), in pieces.
+struct Fetcher::MemoryFetch {
+  explicit MemoryFetch(FileContent c) : content(std::move(c)) {}
+  FileContent content;
+  std::unique_ptr<std::byte[]> data;
+  std::vector<std::shared_ptr<Flight>> pieces;  // set before any piece runs
+  std::atomic<std::uint32_t> left{0};           // pieces not finished yet
+  std::mutex mu;                                // guards error and result
+  std::optional<ReadError> error;
+  std::shared_ptr<const MemoryContent> result;
 };
 
 struct Fetcher::Verification {
@@ -51,6 +66,11 @@ ReadError from_hub(const hub::HubError& e) {
   }
 }
 
+Hasher hasher_for(const FileContent& c) {
+  return c.id.kind() == cache::ContentId::Kind::kSha256 ? Hasher(HashAlgo::kSha256)
+                                                        : git_blob_hasher(c.size);
+}
+
 }  // namespace
 
 Fetcher::Fetcher(cache::BlockStore& store, hub::HubClient& hub, FetcherConfig config)
@@ -77,25 +97,237 @@ void Fetcher::shutdown() {
   }
   work_cv_.notify_all();
   for (auto& f : left) {
-    if (!f->started.exchange(true))
+    if (!f->started.exchange(true)) {
       finish(f, ReadError{ReadError::Kind::kCancelled, "shutting down"});
+    }
   }
   for (auto& t : workers_) t.join();
   workers_.clear();
 }
 
-std::shared_ptr<Fetcher::Flight> Fetcher::start_flight_locked(const FileContent& c, BlockRange r,
-                                                              bool demand,
-                                                              std::optional<Deadline> deadline) {
-  auto f = std::make_shared<Flight>(c, r, demand, deadline);
-  for (std::uint32_t b = r.first; b < r.end(); ++b) inflight_[Key{c.id, b}] = f;
-  (demand ? demand_q_ : prefetch_q_).push_back(f);
-  return f;
+void Fetcher::set_corrupt_listener(std::function<void(const cache::ContentId&)> listener) {
+  std::lock_guard lock(mu_);
+  corrupt_listener_ = std::move(listener);
 }
 
-Expected<Stored, ReadError> Fetcher::fetch(const FileContent& content,
-                                           const std::vector<std::uint32_t>& missing,
-                                           Deadline deadline, std::optional<BlockRange> then) {
+FetcherStats Fetcher::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+// ---- trust, quarantine, recent failures -------------------------------------------------
+
+void Fetcher::trust(const cache::ContentId& id) {
+  {
+    std::unique_lock lock(trusted_mu_);
+    trusted_.insert(id);
+  }
+  std::lock_guard lock(mu_);
+  suspect_.erase(id);
+}
+
+bool Fetcher::trusted(const cache::ContentId& id) const {
+  std::shared_lock lock(trusted_mu_);
+  return trusted_.count(id) != 0;
+}
+
+bool Fetcher::streams(const cache::ContentId& id) const {
+  if (config_.serving != Serving::kStreaming) return false;
+  std::lock_guard lock(mu_);
+  return suspect_.count(id) == 0;
+}
+
+bool Fetcher::servable_from_cache(const cache::ContentId& id) const {
+  return streams(id) || config_.trust_cache || trusted(id);
+}
+
+cache::BlockStore::ReadMode Fetcher::cache_read_mode(const cache::ContentId& id) const {
+  return streams(id) ? cache::BlockStore::ReadMode::kPartial
+                     : cache::BlockStore::ReadMode::kVerified;
+}
+
+std::optional<ReadError> Fetcher::blocked(const cache::ContentId& id, const std::string& path) {
+  std::lock_guard lock(mu_);
+  const auto now = Clock::now();
+  if (const auto q = quarantine_.find(id); q != quarantine_.end()) {
+    if (now < q->second) {
+      stats_.failed_fast++;
+      return ReadError{ReadError::Kind::kCorrupt, path + ": its download did not match its hash"};
+    }
+    quarantine_.erase(q);
+  }
+  if (const auto f = failed_.find(id); f != failed_.end()) {
+    if (now < f->second.until) {
+      stats_.failed_fast++;
+      ReadError e = f->second.error;
+      e.message += " (failed moments ago; not tried again yet)";
+      return e;
+    }
+    failed_.erase(f);
+  }
+  return std::nullopt;
+}
+
+void Fetcher::remember_failure(const FileContent& c, const ReadError& e) {
+  if (e.kind == ReadError::Kind::kCancelled || config_.failure_memo.count() <= 0) return;
+  std::lock_guard lock(mu_);
+  failed_[c.id] = Failure{Clock::now() + config_.failure_memo, e};
+  if (failed_.size() > 10000) failed_.erase(failed_.begin());  // bound memory
+}
+
+std::shared_ptr<const MemoryContent> Fetcher::memory_hit(const cache::ContentId& id) {
+  std::lock_guard lock(mu_);
+  for (auto it = memory_.begin(); it != memory_.end(); ++it) {
+    if (it->first == id) {
+      memory_.splice(memory_.begin(), memory_, it);  // most recently used first
+      return memory_.front().second;
+    }
+  }
+  return nullptr;
+}
+
+// ---- ensure ------------------------------------------------------------------------------
+
+Expected<Source, ReadError> Fetcher::ensure(const FileContent& content, BlockRange need,
+                                            const WaitPolicy& wait,
+                                            std::optional<BlockRange> then) {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return unexpected(ReadError{ReadError::Kind::kCancelled, "shutting down"});
+  }
+  if (auto e = blocked(content.id, content.path)) return unexpected(std::move(*e));
+  if (auto m = memory_hit(content.id)) return Source{std::move(m)};
+  auto r = streams(content.id) ? ensure_streaming(content, need, wait, then)
+                               : ensure_verified(content, need, wait);
+  if (!r) {
+    remember_failure(content, r.error());
+    if (r.error().kind == ReadError::Kind::kCancelled && wait.cancel && wait.cancel->cancelled()) {
+      std::lock_guard lock(mu_);
+      stats_.interrupted++;
+    }
+  }
+  return r;
+}
+
+Expected<Source, ReadError> Fetcher::ensure_verified(const FileContent& c, BlockRange need,
+                                                     const WaitPolicy& wait) {
+  const std::uint32_t total = block_count(c.size, store_.block_size());
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    auto state = store_.content_state(c.id);
+    if (!state)
+      return fetch_to_memory(c, wait, "the cache cannot be read: " + state.error().message);
+    if (*state && (*state)->verified) {
+      if (config_.trust_cache || trusted(c.id)) return Source{};
+      if (auto v = verify_or_retry(c); !v) return unexpected(v.error());
+      if (trusted(c.id)) return Source{};
+      continue;  // blocks went missing while it was hashed
+    }
+    auto missing = missing_blocks(c, BlockRange{0, total});
+    if (!missing) return fetch_to_memory(c, wait, "the cache cannot be read");
+    if (missing->empty()) {  // complete, not verified yet
+      if (auto v = verify_or_retry(c); !v) return unexpected(v.error());
+      continue;
+    }
+    {
+      // Its blocks are changing: whatever this process verified before no longer holds.
+      std::unique_lock lock(trusted_mu_);
+      trusted_.erase(c.id);
+    }
+    // The read's own blocks first, then the rest of the file from there on, then the front.
+    std::stable_partition(missing->begin(), missing->end(),
+                          [&](std::uint32_t b) { return b >= need.first && b < need.end(); });
+    const auto rest = std::find_if(missing->begin(), missing->end(), [&](std::uint32_t b) {
+      return !(b >= need.first && b < need.end());
+    });
+    std::stable_partition(rest, missing->end(), [&](std::uint32_t b) { return b >= need.end(); });
+    auto r = fetch_blocks(c, *missing, wait, std::nullopt);
+    if (!r) return unexpected(r.error());
+    if (*r == Stored::kNotKept) return fetch_to_memory(c, wait, "the cache could not keep it");
+  }
+  return unexpected(ReadError{ReadError::Kind::kIo,
+                              c.path + ": its blocks keep leaving the cache while it is read"});
+}
+
+Expected<Source, ReadError> Fetcher::ensure_streaming(const FileContent& c, BlockRange need,
+                                                      const WaitPolicy& wait,
+                                                      std::optional<BlockRange> then) {
+  auto state = store_.content_state(c.id);
+  if (!state) return fetch_to_memory(c, wait, "the cache cannot be read: " + state.error().message);
+  if (*state && (*state)->complete()) {
+    if (!(*state)->verified) {
+      if (auto v = verify_or_retry(c); !v) return unexpected(v.error());
+    }
+    return Source{};
+  }
+  auto missing = missing_blocks(c, need);
+  if (!missing) return fetch_to_memory(c, wait, "the cache cannot be read");
+  if (missing->empty()) return Source{};
+  auto r = fetch_blocks(c, *missing, wait, then);
+  if (!r) return unexpected(r.error());
+  if (*r == Stored::kNotKept) return fetch_to_memory(c, wait, "the cache could not keep it");
+  return Source{};
+}
+
+std::optional<std::vector<std::uint32_t>> Fetcher::missing_blocks(const FileContent& c,
+                                                                  BlockRange r) {
+  auto missing = store_.read_blocks(
+      c.id, c.size, r.first, r.count, [](std::uint32_t, std::span<const std::byte>) {},
+      cache::BlockStore::ReadMode::kPresence);
+  if (!missing) {
+    spdlog::warn("{}: cache read failed ({})", c.path, missing.error().message);
+    return std::nullopt;
+  }
+  return std::move(*missing);
+}
+
+// ---- waiting for flights -----------------------------------------------------------------
+
+namespace {
+
+// Waits until every flight is done. The patience restarts whenever one of them finishes, so a
+// large download that keeps making progress is never cut short, and one that stalls is.
+template <class FlightPtr, class Mutex, class Cv>
+Expected<void, ReadError> wait_all(const std::vector<FlightPtr>& flights, Mutex& m, Cv& cv,
+                                   const WaitPolicy& wait, const std::string& path) {
+  auto count_done = [&] {
+    return static_cast<std::size_t>(std::count_if(flights.begin(), flights.end(),
+                                                  [](const auto& f) { return f->done.load(); }));
+  };
+  std::size_t seen = count_done();
+  Deadline until = Clock::now() + wait.patience;
+  while (seen < flights.size()) {
+    auto more = [&] { return count_done() > seen; };
+    const bool progressed = wait.cancel ? wait.cancel->wait_until(m, cv, until, more) : [&] {
+      std::unique_lock lock(m);
+      return cv.wait_until(lock, until, more);
+    }();
+    if (!progressed) {
+      if (wait.cancel && wait.cancel->cancelled()) {
+        return unexpected(
+            ReadError{ReadError::Kind::kCancelled, path + ": the reader went away while waiting"});
+      }
+      return unexpected(ReadError{
+          ReadError::Kind::kTimedOut,
+          path + ": no download progress for " +
+              std::to_string(
+                  std::chrono::duration_cast<std::chrono::seconds>(wait.patience).count()) +
+              " s"});
+    }
+    seen = count_done();
+    until = Clock::now() + wait.patience;
+  }
+  for (const auto& f : flights) {
+    std::lock_guard lock(f->mu);
+    if (f->error) return unexpected(*f->error);
+  }
+  return {};
+}
+
+}  // namespace
+
+Expected<Fetcher::Stored, ReadError> Fetcher::fetch_blocks(
+    const FileContent& content, const std::vector<std::uint32_t>& missing, const WaitPolicy& wait,
+    std::optional<BlockRange> then) {
   std::vector<std::shared_ptr<Flight>> waits;
   {
     std::lock_guard lock(mu_);
@@ -103,8 +335,8 @@ Expected<Stored, ReadError> Fetcher::fetch(const FileContent& content,
     std::vector<std::uint32_t> todo;
     for (std::uint32_t b : missing) {
       const auto it = inflight_.find(Key{content.id, b});
-      if (it == inflight_.end()) {
-        todo.push_back(b);
+      if (it == inflight_.end() || it->second->abandon.cancelled()) {
+        todo.push_back(b);  // (an abandoned download ends with an error: start a new one)
         continue;
       }
       auto& f = it->second;
@@ -112,33 +344,190 @@ Expected<Stored, ReadError> Fetcher::fetch(const FileContent& content,
         waits.push_back(f);
         stats_.waits_joined++;
         if (!f->demand && !f->started.load()) {
-          // Promote: a reader waits for this prefetch now, so it runs first and ends with
-          // that reader's deadline. (One already running keeps its own; a stalled one is cut
-          // by the transfer's low-speed limit.)
+          // Promote: a reader waits for this prefetch now, so it runs first.
           f->demand = true;
-          f->deadline = deadline;
           demand_q_.push_back(f);
         }
       }
     }
-    for (const auto& r : coalesce(todo, max_blocks_)) {
-      waits.push_back(start_flight_locked(content, r, true, deadline));
+    // Runs of consecutive blocks in the order asked (the caller's priority), each capped at
+    // one request.
+    std::vector<BlockRange> runs;
+    for (std::uint32_t b : todo) {
+      if (!runs.empty() && runs.back().end() == b && runs.back().count < max_blocks_) {
+        runs.back().count++;
+      } else {
+        runs.push_back({b, 1});
+      }
     }
+    for (const auto& r : runs) {
+      auto f = start_flight_locked(content, r, true);
+      f->asked_by_reader = true;
+      waits.push_back(std::move(f));
+    }
+    for (const auto& f : waits) ++f->waiters;
     if (then) prefetch_locked(content, *then);
   }
   work_cv_.notify_all();
+  auto w = wait_all(waits, progress_mu_, progress_cv_, wait, content.path);
+  {
+    // A download its readers all gave up on (killed, or out of patience) is dropped: it must
+    // not hold a connection and a worker that the next reader needs.
+    std::lock_guard lock(mu_);
+    for (const auto& f : waits) {
+      if (--f->waiters == 0 && f->asked_by_reader && !f->done) f->abandon.cancel();
+    }
+  }
+  if (!w) return unexpected(w.error());
   Stored stored = Stored::kCached;
   for (const auto& f : waits) {
-    std::unique_lock lock(f->mu);
-    if (!f->cv.wait_until(lock, deadline, [&] { return f->done; })) {
-      return unexpected(ReadError{ReadError::Kind::kTimedOut,
-                                  content.path + ": no data before the read deadline"});
-    }
-    if (f->error) return unexpected(*f->error);
+    std::lock_guard lock(f->mu);
     if (f->stored == Stored::kNotKept) stored = Stored::kNotKept;
   }
   return stored;
 }
+
+// ---- the memory path ---------------------------------------------------------------------
+
+Expected<Source, ReadError> Fetcher::fetch_to_memory(const FileContent& c, const WaitPolicy& wait,
+                                                     const std::string& why) {
+  std::shared_ptr<MemoryFetch> m;
+  std::vector<std::shared_ptr<Flight>> pieces;
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return unexpected(ReadError{ReadError::Kind::kCancelled, "shutting down"});
+    if (auto it = memory_fetches_.find(c.id); it != memory_fetches_.end()) {
+      m = it->second;
+      stats_.waits_joined++;
+    } else {
+      if (c.size > config_.memory_limit) {
+        return unexpected(ReadError{
+            ReadError::Kind::kIo, c.path + ": not served: " + why + ", and at " +
+                                      std::to_string(c.size >> 20) +
+                                      " MiB it is larger than the memory it could be verified in"});
+      }
+      // Room for it: forget verified contents, least recently used first (open files keep
+      // theirs alive).
+      while (memory_bytes_ + c.size > config_.memory_limit && !memory_.empty()) {
+        memory_bytes_ -= memory_.back().second->size;
+        memory_.pop_back();
+      }
+      if (memory_bytes_ + c.size > config_.memory_limit) {
+        return unexpected(ReadError{
+            ReadError::Kind::kIo,
+            c.path + ": not served: " + why + ", and the memory to verify it in is in use"});
+      }
+      spdlog::info("{}: {}; verifying it in memory", c.path, why);
+      memory_bytes_ += c.size;
+      stats_.in_memory++;
+      m = std::make_shared<MemoryFetch>(c);
+      m->data.reset(new std::byte[std::max<std::uint64_t>(1, c.size)]);  // not value-initialised
+      const std::uint32_t total = block_count(c.size, store_.block_size());
+      for (const auto& piece : split(BlockRange{0, total}, max_blocks_)) {
+        auto f = std::make_shared<Flight>(c, piece, true);
+        f->memory = m;
+        m->pieces.push_back(f);
+      }
+      m->left = static_cast<std::uint32_t>(m->pieces.size());
+      memory_fetches_[c.id] = m;
+      if (m->pieces.empty()) {  // an empty file
+        memory_fetches_.erase(c.id);
+        memory_bytes_ -= c.size;
+        auto empty = std::make_shared<MemoryContent>();
+        return Source{std::move(empty)};
+      }
+      for (const auto& f : m->pieces) demand_q_.push_back(f);
+    }
+    pieces = m->pieces;
+  }
+  work_cv_.notify_all();
+  if (auto w = wait_all(pieces, progress_mu_, progress_cv_, wait, c.path); !w) {
+    return unexpected(w.error());
+  }
+  std::lock_guard lock(m->mu);
+  if (m->error) return unexpected(*m->error);
+  return Source{m->result};
+}
+
+void Fetcher::run_memory_piece(const std::shared_ptr<Flight>& f) {
+  const std::shared_ptr<MemoryFetch> m = f->memory;
+  const std::uint64_t bs = store_.block_size();
+  const std::uint64_t offset = static_cast<std::uint64_t>(f->range.first) * bs;
+  const std::uint64_t end =
+      std::min(f->content.size, static_cast<std::uint64_t>(f->range.end()) * bs);
+  auto got = get_range(f->content, offset, std::span(m->data.get() + offset, end - offset),
+                       Clock::now() + config_.request_timeout, nullptr);
+  if (!got) {
+    std::lock_guard lock(m->mu);
+    if (!m->error) m->error = got.error();
+  }
+  // The last piece verifies the whole content before its own flight is marked done, so that a
+  // waiter that sees every piece done also sees the outcome.
+  if (--m->left == 0) finish_memory_fetch(m);
+  finish(f, std::nullopt);
+}
+
+void Fetcher::finish_memory_fetch(const std::shared_ptr<MemoryFetch>& m) {
+  const FileContent& c = m->content;
+  std::optional<ReadError> error;
+  {
+    std::lock_guard lock(m->mu);
+    error = m->error;
+  }
+  for (int attempt = 0; !error; ++attempt) {
+    Hasher h = hasher_for(c);
+    h.update(std::span<const std::byte>(m->data.get(), c.size));
+    const auto digest = h.finish();
+    if (std::equal(digest.begin(), digest.end(), c.id.digest().begin(), c.id.digest().end())) {
+      break;
+    }
+    {
+      std::lock_guard lock(mu_);
+      stats_.corrupt++;
+    }
+    report_corrupt(c);
+    if (attempt >= 1) {
+      spdlog::error(
+          "{}: corrupt download: its bytes do not match {} twice; reads fail with EIO "
+          "for {} s",
+          c.path, c.id.to_string(), config_.corrupt_quarantine.count());
+      std::lock_guard lock(mu_);
+      quarantine_[c.id] = Clock::now() + config_.corrupt_quarantine;
+      error = ReadError{ReadError::Kind::kCorrupt,
+                        c.path + ": downloaded bytes do not match " + c.id.to_string()};
+      break;
+    }
+    spdlog::warn("{}: downloaded bytes do not match {}; downloading the file again", c.path,
+                 c.id.to_string());
+    for (std::uint64_t off = 0; off < c.size && !error; off += config_.max_request) {
+      const std::uint64_t n = std::min<std::uint64_t>(config_.max_request, c.size - off);
+      auto got = get_range(c, off, std::span(m->data.get() + off, n),
+                           Clock::now() + config_.request_timeout, nullptr);
+      if (!got) error = got.error();
+    }
+  }
+  std::shared_ptr<const MemoryContent> result;
+  if (!error) {
+    auto mc = std::make_shared<MemoryContent>();
+    mc->data = std::move(m->data);
+    mc->size = c.size;
+    result = std::move(mc);
+  }
+  {
+    std::lock_guard lock(mu_);
+    memory_fetches_.erase(c.id);
+    if (result) {
+      memory_.emplace_front(c.id, result);
+    } else {
+      memory_bytes_ -= c.size;
+    }
+  }
+  std::lock_guard lock(m->mu);
+  m->error = error;
+  m->result = std::move(result);
+}
+
+// ---- workers -----------------------------------------------------------------------------
 
 void Fetcher::prefetch(const FileContent& content, BlockRange range) {
   {
@@ -154,25 +543,15 @@ void Fetcher::prefetch_locked(const FileContent& content, BlockRange range) {
   for (std::uint32_t b = range.first; b < range.end(); ++b) {
     if (inflight_.count(Key{content.id, b}) == 0) todo.push_back(b);
   }
-  for (const auto& r : coalesce(todo, max_blocks_)) {
-    start_flight_locked(content, r, false, std::nullopt);
-  }
+  for (const auto& r : coalesce(todo, max_blocks_)) start_flight_locked(content, r, false);
 }
 
-bool Fetcher::quarantined(const cache::ContentId& id) {
-  std::lock_guard lock(mu_);
-  const auto it = quarantine_.find(id);
-  if (it == quarantine_.end()) return false;
-  if (Clock::now() >= it->second) {
-    quarantine_.erase(it);
-    return false;
-  }
-  return true;
-}
-
-FetcherStats Fetcher::stats() const {
-  std::lock_guard lock(mu_);
-  return stats_;
+std::shared_ptr<Fetcher::Flight> Fetcher::start_flight_locked(const FileContent& c, BlockRange r,
+                                                              bool demand) {
+  auto f = std::make_shared<Flight>(c, r, demand);
+  for (std::uint32_t b = r.first; b < r.end(); ++b) inflight_[Key{c.id, b}] = f;
+  (demand ? demand_q_ : prefetch_q_).push_back(f);
+  return f;
 }
 
 void Fetcher::worker() {
@@ -188,64 +567,90 @@ void Fetcher::worker() {
       if (f->started.exchange(true)) continue;  // a promoted copy already ran
       (f->demand ? stats_.demand_requests : stats_.prefetch_requests)++;
     }
-    run(f);
+    if (f->abandon.cancelled()) {
+      finish(f, ReadError{ReadError::Kind::kCancelled, "nobody waits for it any more"});
+      continue;
+    }
+    if (f->memory) {
+      run_memory_piece(f);
+    } else {
+      run(f);
+    }
   }
 }
 
 void Fetcher::run(const std::shared_ptr<Flight>& f) {
   std::optional<ReadError> error;
   Stored stored = Stored::kCached;
-  const Deadline deadline = f->deadline.value_or(Clock::now() + config_.fetch_timeout);
+  const Deadline deadline = Clock::now() + config_.request_timeout;
   // A prefetch may be overtaken by readers that fetched the same content meanwhile: skip
   // contents that are complete already (verifying them if nobody did).
   auto state = store_.content_state(f->content.id);
   const bool complete = state && *state && (*state)->complete();
   if (!complete) {
     // Download only what is still missing of the range.
-    auto missing = store_.read_blocks(
-        f->content.id, f->content.size, f->range.first, f->range.count,
-        [](std::uint32_t, std::span<const std::byte>) {}, cache::BlockStore::ReadMode::kPresence);
-    std::vector<BlockRange> runs;
-    if (missing) {
-      runs = coalesce(*missing, max_blocks_);
-    } else {
-      runs = {f->range};
-    }
+    auto missing = missing_blocks(f->content, f->range);
+    const std::vector<BlockRange> runs =
+        missing ? coalesce(*missing, max_blocks_) : std::vector<BlockRange>{f->range};
     for (const auto& r : runs) {
-      auto d = download(f->content, r, deadline);
+      auto d = download(f->content, r, deadline, &f->abandon);
       if (!d) {
         error = d.error();
         break;
       }
       if (*d == Stored::kNotKept) stored = Stored::kNotKept;
     }
-  } else if (!(*state)->verified) {
+  } else if (!(*state)->verified || (config_.serving == Serving::kVerified &&
+                                     !config_.trust_cache && !trusted(f->content.id))) {
     if (auto r = verify_or_retry(f->content); !r) error = r.error();
   }
   finish(f, std::move(error), stored);
 }
 
-Expected<Stored, ReadError> Fetcher::download(const FileContent& c, BlockRange r,
-                                              Deadline deadline) {
-  auto put = download_and_put(c, r, deadline);
+Expected<Fetcher::Stored, ReadError> Fetcher::download(const FileContent& c, BlockRange r,
+                                                       Deadline deadline,
+                                                       const CancelFlag* abandon) {
+  auto put = download_and_put(c, r, deadline, abandon);
   if (!put) return unexpected(put.error());
   if (!*put) {
     if (put->error().kind != cache::CacheError::Kind::kFull) {
-      spdlog::warn("{}: cache write failed ({}); serving without caching", c.path,
-                   put->error().message);
+      spdlog::warn("{}: cache write failed ({})", c.path, put->error().message);
     }
     std::lock_guard lock(mu_);
     stats_.uncached++;
-    return Stored::kNotKept;  // its readers read the bytes directly
+    return Stored::kNotKept;  // its readers take the memory path
   }
-  if ((*put)->complete() && !(*put)->verified) {
+  const bool need_check = !(*put)->verified || (config_.serving == Serving::kVerified &&
+                                                !config_.trust_cache && !trusted(c.id));
+  if ((*put)->complete() && need_check) {
     if (auto v = verify_or_retry(c); !v) return unexpected(v.error());
   }
   return Stored::kCached;
 }
 
+Expected<void, ReadError> Fetcher::get_range(const FileContent& c, std::uint64_t offset,
+                                             std::span<std::byte> buf, Deadline deadline,
+                                             const CancelFlag* abandon) {
+  auto got =
+      hub_.read_range(hub::FileRef{c.commit, c.path, c.size}, offset, buf, deadline, abandon);
+  {
+    std::lock_guard lock(mu_);
+    stats_.requests++;
+    if (got) stats_.bytes += buf.size();
+    if (!got) stats_.errors++;
+  }
+  if (!got) {
+    if (abandon == nullptr || !abandon->cancelled()) {
+      spdlog::error("{}: download of bytes {}-{} failed: {}", c.path, offset,
+                    offset + buf.size() - 1, got.error().describe());
+    }
+    return unexpected(from_hub(got.error()));
+  }
+  return {};
+}
+
 Expected<cache::Result<cache::ContentState>, ReadError> Fetcher::download_and_put(
-    const FileContent& c, BlockRange r, Deadline deadline) {
+    const FileContent& c, BlockRange r, Deadline deadline, const CancelFlag* abandon) {
   const std::uint64_t bs = store_.block_size();
   const std::uint64_t offset = static_cast<std::uint64_t>(r.first) * bs;
   const std::uint64_t end = std::min(c.size, static_cast<std::uint64_t>(r.end()) * bs);
@@ -258,20 +663,13 @@ Expected<cache::Result<cache::ContentState>, ReadError> Fetcher::download_and_pu
     scratch_size = end - offset;
   }
   const std::span<std::byte> buf(scratch.get(), end - offset);
-  auto got = hub_.read_range(hub::FileRef{c.commit, c.path, c.size}, offset, buf, deadline);
-  {
-    std::lock_guard lock(mu_);
-    stats_.requests++;
-    if (got) stats_.bytes += buf.size();
-    if (!got) stats_.errors++;
-  }
-  if (!got) {
-    spdlog::error("{}: download of bytes {}-{} failed: {}", c.path, offset, end - 1,
-                  got.error().describe());
-    return unexpected(from_hub(got.error()));
+  if (auto got = get_range(c, offset, buf, deadline, abandon); !got) {
+    return unexpected(got.error());
   }
   return store_.put_blocks(c.id, c.size, r.first, buf);
 }
+
+// ---- verification ------------------------------------------------------------------------
 
 Expected<void, ReadError> Fetcher::verify_or_retry(const FileContent& c) {
   std::shared_ptr<Verification> v;
@@ -305,8 +703,18 @@ Expected<void, ReadError> Fetcher::verify_or_retry(const FileContent& c) {
 
 Expected<void, ReadError> Fetcher::verify_once(const FileContent& c) {
   for (int attempt = 0;; ++attempt) {
-    auto v = store_.verify_content(c.id, c.size);
-    if (v) return {};
+    // Unless the cache is trusted, hash it here even when another process recorded it as
+    // verified: one process's mistake or malice must not become every process's bytes.
+    auto v = config_.trust_cache ? store_.verify_content(c.id, c.size)
+                                 : store_.recheck_content(c.id, c.size);
+    if (v) {
+      if (v->verified) {
+        trust(c.id);
+        std::lock_guard lock(mu_);
+        stats_.rechecks++;
+      }
+      return {};  // (or blocks went missing while hashing: the caller looks again)
+    }
     if (v.error().kind != cache::CacheError::Kind::kCorrupt) {
       return unexpected(ReadError{ReadError::Kind::kIo, c.path + ": " + v.error().message});
     }
@@ -314,13 +722,14 @@ Expected<void, ReadError> Fetcher::verify_once(const FileContent& c) {
       std::lock_guard lock(mu_);
       stats_.corrupt++;
     }
+    report_corrupt(c);
     if (attempt >= 1) break;
     spdlog::warn("{}: downloaded bytes do not match {}; downloading the file again", c.path,
                  c.id.to_string());
     // The cache dropped every block: fetch the whole content once more, in order.
     const auto total = block_count(c.size, store_.block_size());
     for (const auto& piece : split(BlockRange{0, total}, max_blocks_)) {
-      auto put = download_and_put(c, piece, Clock::now() + config_.fetch_timeout);
+      auto put = download_and_put(c, piece, Clock::now() + config_.request_timeout, nullptr);
       if (!put) return unexpected(put.error());
       if (!*put) {
         return unexpected(ReadError{ReadError::Kind::kIo, c.path + ": " + put->error().message});
@@ -328,29 +737,45 @@ Expected<void, ReadError> Fetcher::verify_once(const FileContent& c) {
     }
   }
   spdlog::error(
-      "{}: corrupt download: its bytes do not match {} twice; reads fail with EIO "
-      "for {} s",
-      c.path, c.id.to_string(), config_.corrupt_quarantine.count());
+      "{}: corrupt download: its bytes do not match {} twice; reads fail with EIO for {} s", c.path,
+      c.id.to_string(), config_.corrupt_quarantine.count());
   std::lock_guard lock(mu_);
   quarantine_[c.id] = Clock::now() + config_.corrupt_quarantine;
   return unexpected(ReadError{ReadError::Kind::kCorrupt,
                               c.path + ": downloaded bytes do not match " + c.id.to_string()});
 }
 
+void Fetcher::report_corrupt(const FileContent& c) {
+  std::function<void(const cache::ContentId&)> listener;
+  {
+    // Streaming stops for this content: its next download is served only once it matched.
+    std::lock_guard lock(mu_);
+    listener = corrupt_listener_;
+    suspect_.insert(c.id);
+  }
+  if (listener) listener(c.id);
+}
+
 void Fetcher::finish(const std::shared_ptr<Flight>& f, std::optional<ReadError> error,
                      Stored stored) {
-  {
+  if (!f->memory) {
     std::lock_guard lock(mu_);
     for (std::uint32_t b = f->range.first; b < f->range.end(); ++b) {
       const auto it = inflight_.find(Key{f->content.id, b});
       if (it != inflight_.end() && it->second == f) inflight_.erase(it);
     }
   }
-  std::lock_guard lock(f->mu);
-  f->done = true;
-  f->error = std::move(error);
-  f->stored = stored;
-  f->cv.notify_all();
+  {
+    std::lock_guard lock(f->mu);
+    f->error = std::move(error);
+    f->stored = stored;
+  }
+  {
+    // Under the waiters' mutex: a waiter between its check and its sleep cannot miss this.
+    std::lock_guard lock(progress_mu_);
+    f->done = true;
+  }
+  progress_cv_.notify_all();
 }
 
 }  // namespace whfs::reader

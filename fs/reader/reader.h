@@ -1,7 +1,8 @@
 #pragma once
-// The read path: a read is served from the cache's blocks (straight from its memory map), and
-// missing blocks are fetched first (fetcher.h). Sequential readers and wheels opened by zip
-// readers get readahead (readahead.h). A read never hangs: past its deadline it fails.
+// The read path: a read is served from the cache's blocks (straight from its memory map) once
+// the fetcher (fetcher.h) says they may be served, or from a content verified in memory when
+// the cache cannot keep it. Streaming readers get readahead (readahead.h). A read never hangs:
+// it fails once its downloads stop making progress, or when its caller goes away.
 
 #include <sys/uio.h>
 
@@ -11,8 +12,8 @@
 #include <span>
 
 #include "cache/block_store.h"
-#include "cache/function_ref.h"
 #include "fs/common/expected.h"
+#include "fs/common/function_ref.h"
 #include "fs/hub/hub_client.h"
 #include "fs/reader/fetcher.h"
 #include "fs/reader/readahead.h"
@@ -21,10 +22,11 @@ namespace whfs::reader {
 
 struct ReaderConfig {
   FetcherConfig fetcher;
-  ReadaheadConfig readahead;
+  ReadaheadConfig readahead;  // streaming only: verified serving fetches whole files
 };
 
-// One open file: its content and readahead state.
+// One open file: its content, its readahead state, and its verified bytes when they live in
+// memory rather than in the cache.
 class OpenFile {
  public:
   OpenFile(FileContent content, Readahead ra) : content_(std::move(content)), ra_(ra) {}
@@ -33,15 +35,16 @@ class OpenFile {
  private:
   friend class Reader;
   FileContent content_;
-  std::mutex mu_;  // guards ra_
+  std::mutex mu_;  // guards ra_ and memory_
   Readahead ra_;
+  std::shared_ptr<const MemoryContent> memory_;
   bool pinned_ = false;
 };
 
 class Reader {
  public:
   // Receives the bytes of a read as pieces; they are valid only during the call.
-  using ReplyFn = cache::FunctionRef<void(std::span<const iovec>)>;
+  using ReplyFn = FunctionRef<void(std::span<const iovec>)>;
 
   Reader(cache::BlockStore& store, hub::HubClient& hub, ReaderConfig config);
 
@@ -53,17 +56,16 @@ class Reader {
   // `reply` exactly once on success. `reply` is the last use of `file`: once it returns,
   // `file` may already be released and destroyed (by the kernel's RELEASE, on another thread).
   Expected<void, ReadError> read(OpenFile& file, std::uint64_t offset, std::size_t size,
-                                 Deadline deadline, ReplyFn reply);
+                                 const WaitPolicy& wait, ReplyFn reply);
 
   FetcherStats stats() const { return fetcher_.stats(); }
+  void set_corrupt_listener(std::function<void(const cache::ContentId&)> listener) {
+    fetcher_.set_corrupt_listener(std::move(listener));
+  }
   void shutdown() { fetcher_.shutdown(); }
 
  private:
-  Expected<void, ReadError> read_direct(const FileContent& c, std::uint64_t offset,
-                                        std::size_t size, Deadline deadline, ReplyFn reply);
-
   cache::BlockStore& store_;
-  hub::HubClient& hub_;
   ReaderConfig config_;
   Fetcher fetcher_;
 };

@@ -2,13 +2,17 @@
 """wheelhouse-fs's own benchmark (issue #8): what the shared peer harness does not measure.
 
     python3 tests/bench/bench.py [--rate 50m] [--many 10000,100000] [--reps 3] [--out FILE.md]
+                                 [--mount-options streaming,...] [--only first_byte,random,...]
 
 Runs against a generated wheelhouse served by the Hub emulator, whose downloads go to a
 private nginx (the shared harness's server.sh), unthrottled and, with --rate, in WAN mode
 (nginx limit_rate per connection). Every figure is a ratio to a reference measured in the same
 run (a local folder, curl); absolute numbers on these shared machines are noisy.
 
-  time to first byte        open + read 1 byte of a cold wheel vs curl's first byte
+  time to first byte        open + read 1 byte of a cold wheel vs curl's first byte (verified
+                            serving waits for the whole wheel; --mount-options streaming does not)
+  200 random 4 KiB reads    of the biggest wheel, cold, with the bytes fetched, vs the same
+                            reads of the local file
   ls -R / find, +N entries  cold and warm, with daemon RSS per entry, vs the local folder
   8 parallel readers        8 different wheels at once, aggregate MiB/s, vs local page cache
   pip install               --no-deps --force-reinstall --target of current/<pkg>/*.whl, cold
@@ -40,6 +44,7 @@ from mounttest import is_mounted, wait_for  # noqa: E402
 BIN = os.environ.get("WHFS_BIN", os.path.join(ROOT, "build", "fs", "wheelhousefs"))
 REPO = "DoctorPopi/python_wheelhouse"
 MIB = 1 << 20
+EXTRA_OPTIONS = []  # --mount-options
 
 
 class Proc:
@@ -109,7 +114,8 @@ class Mount:
         self.mnt = os.path.join(work, name)
         os.makedirs(self.mnt, exist_ok=True)
         self.cache = os.path.join(work, name + "-cache")
-        opts = [f"endpoint={hub}", f"cache_dir={self.cache}", "log_level=warn"] + list(options)
+        opts = ([f"endpoint={hub}", f"cache_dir={self.cache}", "log_level=warn"] + list(options) +
+                EXTRA_OPTIONS)
         self.log = open(os.path.join(work, name + ".log"), "ab")
         self.proc = subprocess.Popen([BIN, "-f", "-o", ",".join(opts), REPO, self.mnt],
                                      stdout=self.log, stderr=subprocess.STDOUT)
@@ -201,9 +207,12 @@ class Bench:
         hub = FakeHub({REPO: tree}, os.path.join(self.work, "hub"),
                       extra_args=["--lfs", "all", "--redirect-base", nginx.url])
         try:
-            self.first_byte(hub, man, nginx, label)
-            self.parallel_readers(hub, man, tree, nginx, label)
-            self.pip(hub, tree, label)
+            for name, fn in (("first_byte", lambda: self.first_byte(hub, man, nginx, label)),
+                             ("random", lambda: self.random_reads(hub, man, tree, label)),
+                             ("parallel", lambda: self.parallel_readers(hub, man, tree, nginx, label)),
+                             ("pip", lambda: self.pip(hub, tree, label))):
+                if not self.a.only or name in self.a.only.split(","):
+                    fn()
         finally:
             hub.stop()
             nginx.stop()
@@ -220,6 +229,38 @@ class Bench:
             ref.append(curl_first_byte(nginx.url + rel.replace("+", "%2B")))
         self.row("time to first byte, cold wheel (vs curl -r 0-0)" + label, median(ours) * 1000,
                  median(ref) * 1000, "ms")
+
+    def random_reads(self, hub, man, tree, label):
+        import random
+        rel = man["big_file"]
+        size = man["files"][rel]["size"]
+        rng = random.Random(200)
+        offsets = [rng.randrange(0, size - 4096) for _ in range(200)]
+
+        def reads(path):
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                for off in offsets:
+                    os.pread(fd, 4096, off)
+            finally:
+                os.close(fd)
+        ours, fetched = [], []
+        for rep in range(self.a.reps):
+            m = Mount(hub.hub, self.work, f"rand{rep}", ["nocurrent"])
+            try:
+                ours.append(timed(lambda: reads(os.path.join(m.mnt, rel)))[0])
+                st = json.loads(os.getxattr(m.mnt, "user.wheelhouse.status"))
+                fetched.append(st["fetch"]["bytes"] / MIB)
+            finally:
+                m.unmount()
+        local = os.path.join(tree, rel)
+        ref = []
+        for _ in range(self.a.reps):
+            drop_page_cache(local)
+            ref.append(timed(lambda: reads(local))[0])
+        self.row(f"200 random 4 KiB reads of a {size / MIB:.0f} MiB wheel, cold, "
+                 f"{median(fetched):.1f} MiB fetched (vs local file, page cache dropped)" + label,
+                 median(ours), median(ref), "s")
 
     def parallel_readers(self, hub, man, tree, nginx, label):
         wheels = sorted((p for p in man["files"] if p.endswith(".whl")),
@@ -319,7 +360,10 @@ def main():
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--out", default="")
     p.add_argument("--skip-listings", action="store_true")
+    p.add_argument("--mount-options", default="", help="extra options for every mount, e.g. streaming")
+    p.add_argument("--only", default="", help="run only these: first_byte,random,parallel,pip")
     a = p.parse_args()
+    EXTRA_OPTIONS.extend(o for o in a.mount_options.split(",") if o)
     work = tempfile.mkdtemp(prefix="whfs-bench-")
     os.chmod(work, 0o755)  # nginx workers (nobody) read the tree under it
     b = Bench(a, work)

@@ -16,6 +16,7 @@
 
 int main(int argc, char** argv) {
   using namespace whfs::hub;
+  using whfs::Clock;
   if (argc < 6) {
     std::fprintf(stderr, "usage: %s ENDPOINT REPO PATH SIZE PARALLEL [CHUNK_MIB]\n", argv[0]);
     return 2;

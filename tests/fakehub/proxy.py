@@ -2,7 +2,12 @@
 """A minimal HTTP forward proxy for tests: forwards absolute-URI requests (plain http only),
 streams the answer back, and logs each request as a JSON line (method, url, auth header seen).
 
-    proxy.py --log proxy.jsonl      prints {"proxy": "http://127.0.0.1:PORT"} when ready
+    proxy.py --log proxy.jsonl [--resolve HOST=ADDR ...]
+                                    prints {"proxy": "http://127.0.0.1:PORT"} when ready
+
+--resolve connects to ADDR for requests naming HOST (as curl --resolve does): a test can use a
+host name that is not on this machine as far as the client can tell, while the bytes stay on
+loopback.
 """
 import argparse
 import http.client
@@ -34,7 +39,8 @@ class ProxyHandler(BaseHTTPRequestHandler):
             self.send_error(400, "absolute http URI required")
             return
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
-        conn = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=60)
+        host = self.server.resolve.get(u.hostname, u.hostname)
+        conn = http.client.HTTPConnection(host, u.port or 80, timeout=60)
         target = u.path + ("?" + u.query if u.query else "")
         try:
             conn.request(self.command, target, headers=headers)
@@ -62,11 +68,13 @@ class ProxyHandler(BaseHTTPRequestHandler):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--log", required=True)
+    p.add_argument("--resolve", action="append", default=[], metavar="HOST=ADDR")
     a = p.parse_args()
     srv = ThreadingHTTPServer(("127.0.0.1", 0), ProxyHandler)
     srv.daemon_threads = True
     srv.log = open(a.log, "a", encoding="utf-8")
     srv.log_lock = threading.Lock()
+    srv.resolve = dict(item.split("=", 1) for item in a.resolve)
     print(json.dumps({"proxy": f"http://127.0.0.1:{srv.server_address[1]}"}), flush=True)
     try:
         srv.serve_forever()

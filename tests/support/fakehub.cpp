@@ -125,10 +125,21 @@ std::vector<nlohmann::json> read_settled_log(const std::string& path) {
   return entries;
 }
 
-Proxy::Proxy()
+namespace {
+
+std::vector<std::string> proxy_argv(const std::string& log, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {"python3", source_dir() + "/tests/fakehub/proxy.py", "--log",
+                                   log};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+}  // namespace
+
+Proxy::Proxy(const std::vector<std::string>& args)
     : dir_("whfs-proxy"),
       log_path_(dir_.path() + "/proxy.jsonl"),
-      proc_({"python3", source_dir() + "/tests/fakehub/proxy.py", "--log", log_path_}),
+      proc_(proxy_argv(log_path_, args)),
       url_(proc_.ready()["proxy"].get<std::string>()) {}
 
 std::vector<nlohmann::json> Proxy::log() const { return read_settled_log(log_path_); }

@@ -50,7 +50,8 @@ class ReadyProcess {
 // A forward HTTP proxy (tests/fakehub/proxy.py) that logs what passes through it.
 class Proxy {
  public:
-  Proxy();
+  // `args`: extra arguments of proxy.py, e.g. {"--resolve", "hub.example=127.0.0.1"}.
+  explicit Proxy(const std::vector<std::string>& args = {});
   const std::string& url() const { return url_; }
   std::vector<nlohmann::json> log() const;
 

@@ -66,22 +66,27 @@ TEST_F(BlockCacheTest, ReadsInOrderAndReportsMissing) {
   EXPECT_EQ(*st, (ContentState{3, 6, false}));
 
   std::vector<std::uint32_t> seen;
-  auto missing = cache_->read_blocks(id, bytes.size(), 0, 6, [&](std::uint32_t i, auto data) {
-    seen.push_back(i);
-    const std::size_t len = i == 5 ? 100 : bs();
-    ASSERT_EQ(data.size(), len);
-    EXPECT_TRUE(std::equal(data.begin(), data.end(), bytes.begin() + std::size_t{i} * bs()));
-  });
+  auto missing = cache_->read_blocks(
+      id, bytes.size(), 0, 6,
+      [&](std::uint32_t i, auto data) {
+        seen.push_back(i);
+        const std::size_t len = i == 5 ? 100 : bs();
+        ASSERT_EQ(data.size(), len);
+        EXPECT_TRUE(std::equal(data.begin(), data.end(), bytes.begin() + std::size_t{i} * bs()));
+      },
+      BlockStore::ReadMode::kPartial);
   ASSERT_TRUE(missing);
   EXPECT_EQ(seen, (std::vector<std::uint32_t>{1, 3, 5}));
   EXPECT_EQ(*missing, (std::vector<std::uint32_t>{0, 2, 4}));
 
-  missing = cache_->read_blocks(id, bytes.size(), 2, 2, [](auto, auto) {});
+  missing = cache_->read_blocks(
+      id, bytes.size(), 2, 2, [](auto, auto) {}, BlockStore::ReadMode::kPartial);
   ASSERT_TRUE(missing);
   EXPECT_EQ(*missing, (std::vector<std::uint32_t>{2}));
   // A content nobody stored: all missing, no error.
   const auto other = sha256_of(make_bytes(10, 99));
-  missing = cache_->read_blocks(other, 10, 0, 1, [](auto, auto) { FAIL(); });
+  missing = cache_->read_blocks(
+      other, 10, 0, 1, [](auto, auto) { FAIL(); }, BlockStore::ReadMode::kPartial);
   ASSERT_TRUE(missing);
   EXPECT_EQ(*missing, (std::vector<std::uint32_t>{0}));
   EXPECT_FALSE(cache_->content_state(other).value());
@@ -116,9 +121,14 @@ TEST_F(BlockCacheTest, RejectsRangesOutsideTheContent) {
             K::kInvalidArgument);
   EXPECT_EQ(cache_->put_blocks(id, bytes.size(), 2, all.subspan(2 * bs(), 4)).error().kind,
             K::kInvalidArgument);
-  EXPECT_EQ(cache_->read_blocks(id, bytes.size(), 2, 2, [](auto, auto) {}).error().kind,
+  EXPECT_EQ(cache_
+                ->read_blocks(
+                    id, bytes.size(), 2, 2, [](auto, auto) {}, BlockStore::ReadMode::kPartial)
+                .error()
+                .kind,
             K::kInvalidArgument);
-  auto none = cache_->read_blocks(id, bytes.size(), 3, 0, [](auto, auto) {});
+  auto none = cache_->read_blocks(
+      id, bytes.size(), 3, 0, [](auto, auto) {}, BlockStore::ReadMode::kPartial);
   ASSERT_TRUE(none);
   EXPECT_TRUE(none->empty());
   EXPECT_FALSE(cache_->content_state(id).value());  // nothing was stored
@@ -129,7 +139,8 @@ TEST_F(BlockCacheTest, CallerSizeMismatchIsAMissNotADeletion) {
   const auto id = sha256_of(bytes);
   testing::put_all(*cache_, id, bytes);
   // The caller believes the content is longer: its last block looks short, so it is a miss.
-  auto missing = cache_->read_blocks(id, bs() + 20, 1, 1, [](auto, auto) { FAIL(); });
+  auto missing = cache_->read_blocks(
+      id, bs() + 20, 1, 1, [](auto, auto) { FAIL(); }, BlockStore::ReadMode::kPartial);
   ASSERT_TRUE(missing);
   EXPECT_EQ(*missing, (std::vector<std::uint32_t>{1}));
   EXPECT_EQ(read_all(*cache_, id, bytes.size()), bytes);  // still there
@@ -150,13 +161,15 @@ TEST_F(BlockCacheTest, ChecksumMismatchIsAMissDeletedAndCounted) {
   const auto bytes = make_bytes(3 * bs(), 7);
   const auto id = sha256_of(bytes);
   testing::put_all(*cache_, id, bytes);
+  ASSERT_TRUE(cache_->verify_content(id, bytes.size()));  // served: blocks, not hidden
   cache_.reset();
   testing::edit_raw_block(dir_.path(), id, 1, [](std::string& v) { v[100] ^= 0x40; });
   reopen();
 
   std::vector<std::uint32_t> seen;
-  auto missing = cache_->read_blocks(id, bytes.size(), 0, 3,
-                                     [&](std::uint32_t i, auto) { seen.push_back(i); });
+  auto missing = cache_->read_blocks(
+      id, bytes.size(), 0, 3, [&](std::uint32_t i, auto) { seen.push_back(i); },
+      BlockStore::ReadMode::kPartial);
   ASSERT_TRUE(missing);
   EXPECT_EQ(seen, (std::vector<std::uint32_t>{0, 2}));
   EXPECT_EQ(*missing, (std::vector<std::uint32_t>{1}));
@@ -166,7 +179,8 @@ TEST_F(BlockCacheTest, ChecksumMismatchIsAMissDeletedAndCounted) {
   EXPECT_EQ(stats->usage.blocks, 2u);
 
   // Deleted: the next read misses without finding it corrupt again; a fresh put repairs it.
-  missing = cache_->read_blocks(id, bytes.size(), 1, 1, [](auto, auto) { FAIL(); });
+  missing = cache_->read_blocks(
+      id, bytes.size(), 1, 1, [](auto, auto) { FAIL(); }, BlockStore::ReadMode::kPartial);
   EXPECT_EQ(cache_->stats()->counters.corrupt_blocks, 1u);
   ASSERT_TRUE(cache_->put_blocks(id, bytes.size(), 1, std::span(bytes).subspan(bs(), bs())));
   EXPECT_EQ(read_all(*cache_, id, bytes.size()), bytes);
@@ -176,12 +190,14 @@ TEST_F(BlockCacheTest, BlockUnderTheWrongKeyFailsItsChecksum) {
   const auto bytes = make_bytes(2 * bs(), 8);
   const auto id = sha256_of(bytes);
   testing::put_all(*cache_, id, bytes);
+  ASSERT_TRUE(cache_->verify_content(id, bytes.size()));  // served: blocks, not hidden
   cache_.reset();
   std::string block0;
   testing::edit_raw_block(dir_.path(), id, 0, [&](std::string& v) { block0 = v; });
   testing::edit_raw_block(dir_.path(), id, 1, [&](std::string& v) { v = block0; });
   reopen();
-  auto missing = cache_->read_blocks(id, bytes.size(), 1, 1, [](auto, auto) { FAIL(); });
+  auto missing = cache_->read_blocks(
+      id, bytes.size(), 1, 1, [](auto, auto) { FAIL(); }, BlockStore::ReadMode::kPartial);
   ASSERT_TRUE(missing);
   EXPECT_EQ(missing->size(), 1u);
   EXPECT_EQ(cache_->stats()->counters.corrupt_blocks, 1u);
@@ -205,7 +221,8 @@ TEST_F(BlockCacheTest, HitsAndMissesAreCounted) {
   const auto bytes = make_bytes(2 * bs(), 9);
   const auto id = sha256_of(bytes);
   ASSERT_TRUE(cache_->put_blocks(id, bytes.size(), 0, std::span(bytes).first(bs())));
-  ASSERT_TRUE(cache_->read_blocks(id, bytes.size(), 0, 2, [](auto, auto) {}));
+  ASSERT_TRUE(cache_->read_blocks(
+      id, bytes.size(), 0, 2, [](auto, auto) {}, BlockStore::ReadMode::kPartial));
   auto st = cache_->stats();
   EXPECT_EQ(st->counters.hits, 1u);
   EXPECT_EQ(st->counters.misses, 1u);
@@ -248,9 +265,12 @@ TEST_F(BlockCacheTest, ConcurrentReadersAndWritersSeeWholeBlocks) {
                 std::span(bytes).subspan(std::size_t{first} * bs(), std::size_t{n} * bs()));
             if (!r) bad = true;
           } else {
-            auto r = cache_->read_blocks(id, bytes.size(), first, n, [&](std::uint32_t i, auto d) {
-              if (!testing::block_is_genuine(d, i, bs())) bad = true;
-            });
+            auto r = cache_->read_blocks(
+                id, bytes.size(), first, n,
+                [&](std::uint32_t i, auto d) {
+                  if (!testing::block_is_genuine(d, i, bs())) bad = true;
+                },
+                BlockStore::ReadMode::kPartial);
             if (!r) bad = true;
           }
         }

@@ -50,7 +50,9 @@ TEST_F(EvictionTest, EvictsLeastRecentlyUsedContentFirst) {
   const auto d = put(*c, 3, 64);
   now_ms_ += 1000;
   // Reading A makes it the most recent (recorded in memory, written by the next write txn).
-  ASSERT_TRUE(c->read_blocks(a, 64 * c->block_size(), 0, 1, [](auto, auto) {}));
+  ASSERT_TRUE(c->verify_content(a, 64 * c->block_size()));
+  ASSERT_TRUE(c->read_blocks(
+      a, 64 * c->block_size(), 0, 1, [](auto, auto) {}, BlockStore::ReadMode::kVerified));
   ASSERT_TRUE(c->flush());
   const std::uint64_t used = c->stats()->usage.footprint_bytes;
   const std::uint64_t per = used - two;  // one content's pages

@@ -57,10 +57,12 @@ TEST(MultiProcessTest, WritersInSeparatePidNamespacesShareOneCache) {
   EXPECT_EQ(contents->size(), static_cast<std::size_t>(kChildren * kOwn + kShared));
   for (const ContentInfo& info : *contents) {
     EXPECT_TRUE(info.state.complete() && info.state.verified) << info.id.to_string();
-    auto missing = c->read_blocks(info.id, info.size, 0, info.state.total,
-                                  [&](std::uint32_t i, std::span<const std::byte> d) {
-                                    EXPECT_TRUE(testing::block_is_genuine(d, i, c->block_size()));
-                                  });
+    auto missing = c->read_blocks(
+        info.id, info.size, 0, info.state.total,
+        [&](std::uint32_t i, std::span<const std::byte> d) {
+          EXPECT_TRUE(testing::block_is_genuine(d, i, c->block_size()));
+        },
+        BlockStore::ReadMode::kPartial);
     ASSERT_TRUE(missing);
     EXPECT_TRUE(missing->empty());
   }
@@ -74,6 +76,7 @@ TEST(MultiProcessTest, ReaderAdoptsAMapGrownByAnotherProcess) {
   auto c = testing::open_or_die(testing::test_options(dir.path(), 2 << 20, 2));
   const auto mine = testing::self_describing(7, 10 * c->block_size(), c->block_size());
   testing::put_all(*c, testing::sha256_of(mine), mine);
+  ASSERT_TRUE(c->verify_content(testing::sha256_of(mine), mine.size()));
   // Another process raises the cap and writes far past this process's 2 MiB map.
   const pid_t child = testing::spawn_helper(
       {"write-set", dir.path().string(), "5", "60", "0", std::to_string(16 << 20), "-"});
@@ -82,7 +85,8 @@ TEST(MultiProcessTest, ReaderAdoptsAMapGrownByAnotherProcess) {
   ASSERT_TRUE(contents) << contents.error().message;
   EXPECT_EQ(contents->size(), 61u);
   for (const ContentInfo& info : *contents) {
-    auto missing = c->read_blocks(info.id, info.size, 0, info.state.total, [](auto, auto) {});
+    auto missing = c->read_blocks(
+        info.id, info.size, 0, info.state.total, [](auto, auto) {}, BlockStore::ReadMode::kPartial);
     ASSERT_TRUE(missing) << missing.error().message;
     EXPECT_TRUE(missing->empty());
   }

@@ -122,9 +122,15 @@ std::optional<std::vector<std::byte>> read_all(BlockCache& cache, const ContentI
   const std::uint32_t bs = cache.block_size();
   const auto total = static_cast<std::uint32_t>((size + bs - 1) / bs);
   std::vector<std::byte> out(size);
-  auto missing = cache.read_blocks(id, size, 0, total, [&](std::uint32_t i, auto bytes) {
-    std::memcpy(out.data() + std::size_t{i} * bs, bytes.data(), bytes.size());
-  });
+  // As a reader gets them: verified first (a complete content is served only once its hash
+  // matched).
+  if (auto v = cache.verify_content(id, size); !v) return std::nullopt;
+  auto missing = cache.read_blocks(
+      id, size, 0, total,
+      [&](std::uint32_t i, auto bytes) {
+        std::memcpy(out.data() + std::size_t{i} * bs, bytes.data(), bytes.size());
+      },
+      BlockStore::ReadMode::kVerified);
   if (!missing) {
     ADD_FAILURE() << "read_blocks: " << missing.error().message;
     return std::nullopt;

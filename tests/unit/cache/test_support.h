@@ -64,7 +64,8 @@ struct Fixture {
 
 // Stores all of `bytes` (in one put) and returns the state.
 ContentState put_all(BlockCache& cache, const ContentId& id, std::span<const std::byte> bytes);
-// Reads every block; nullopt if any is missing, else the bytes.
+// Verifies the content, then reads every block as a reader would; nullopt if any is missing
+// (or the bytes did not match their id), else the bytes.
 std::optional<std::vector<std::byte>> read_all(BlockCache& cache, const ContentId& id,
                                                std::uint64_t size);
 

@@ -34,35 +34,43 @@ TEST_F(VerifyTest, Sha256ContentVerifiesAndStaysVerified) {
   EXPECT_TRUE(again->verified);
 }
 
-TEST_F(VerifyTest, ServableReadsHideACompleteUnverifiedContent) {
+TEST_F(VerifyTest, PartialReadsHideACompleteUnverifiedContentAndVerifiedReadsAllUnverified) {
   const auto bytes = make_bytes(3 * cache_->block_size() + 10, 9);
   const auto id = testing::sha256_of(bytes);
-  const auto servable = BlockStore::ReadMode::kServable;
+  const auto partial_mode = BlockStore::ReadMode::kPartial;
+  const auto verified_mode = BlockStore::ReadMode::kVerified;
   int served = 0;
   auto count = [&](std::uint32_t, std::span<const std::byte>) { ++served; };
-  // Part of a content: servable.
+  // Part of a content: servable while streaming, not when only verified bytes are served.
   ASSERT_TRUE(
       cache_->put_blocks(id, bytes.size(), 0, std::span(bytes).first(cache_->block_size())));
-  auto partial = cache_->read_blocks(id, bytes.size(), 0, 4, count, servable);
+  auto partial = cache_->read_blocks(id, bytes.size(), 0, 4, count, partial_mode);
   ASSERT_TRUE(partial);
   EXPECT_EQ(served, 1);
+  served = 0;
+  auto unverified = cache_->read_blocks(id, bytes.size(), 0, 4, count, verified_mode);
+  ASSERT_TRUE(unverified);
+  EXPECT_EQ(served, 0);
+  EXPECT_EQ(unverified->size(), 4u);
   // All of it, not verified yet: nothing is servable, though every block is stored.
   testing::put_all(*cache_, id, bytes);
-  served = 0;
-  auto hidden = cache_->read_blocks(id, bytes.size(), 0, 4, count, servable);
+  auto hidden = cache_->read_blocks(id, bytes.size(), 0, 4, count, partial_mode);
   ASSERT_TRUE(hidden);
   EXPECT_EQ(served, 0);
   EXPECT_EQ(hidden->size(), 4u);
-  auto any = cache_->read_blocks(id, bytes.size(), 0, 4, count);
-  ASSERT_TRUE(any);
-  EXPECT_EQ(served, 4);
-  // Verified: servable again.
+  auto stored = cache_->read_blocks(id, bytes.size(), 0, 4, count, BlockStore::ReadMode::kPresence);
+  ASSERT_TRUE(stored);
+  EXPECT_TRUE(stored->empty());
+  EXPECT_EQ(served, 0);  // presence never hands out bytes
+  // Verified: servable in both modes.
   ASSERT_TRUE(cache_->verify_content(id, bytes.size()));
-  served = 0;
-  auto shown = cache_->read_blocks(id, bytes.size(), 0, 4, count, servable);
-  ASSERT_TRUE(shown);
-  EXPECT_EQ(served, 4);
-  EXPECT_TRUE(shown->empty());
+  for (const auto mode : {partial_mode, verified_mode}) {
+    served = 0;
+    auto shown = cache_->read_blocks(id, bytes.size(), 0, 4, count, mode);
+    ASSERT_TRUE(shown);
+    EXPECT_EQ(served, 4);
+    EXPECT_TRUE(shown->empty());
+  }
 }
 
 TEST_F(VerifyTest, OutOfOrderPutsVerifyLikeInOrderOnes) {
@@ -125,7 +133,8 @@ TEST_F(VerifyTest, MismatchDropsEveryBlockAndIsCorrupt) {
   ASSERT_FALSE(st);
   EXPECT_EQ(st.error().kind, CacheError::Kind::kCorrupt);
   EXPECT_FALSE(cache_->content_state(wrong_id).value());
-  auto missing = cache_->read_blocks(wrong_id, bytes.size(), 0, 4, [](auto, auto) { FAIL(); });
+  auto missing = cache_->read_blocks(
+      wrong_id, bytes.size(), 0, 4, [](auto, auto) { FAIL(); }, BlockStore::ReadMode::kPartial);
   ASSERT_TRUE(missing);
   EXPECT_EQ(missing->size(), 4u);
   auto stats = cache_->stats();

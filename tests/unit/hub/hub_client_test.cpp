@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <atomic>
@@ -371,6 +372,67 @@ TEST_F(HubClientTest, AStallEndsAsTimeoutWithinTheDeadline) {
   auto rr = c->read_range(file(big()), 0, std::as_writable_bytes(std::span(buf)), in(3s));
   ASSERT_FALSE(rr);
   EXPECT_EQ(rr.error().kind, HubErrorKind::kTimeout) << rr.error().describe();
+}
+
+TEST_F(HubClientTest, AStallMidBodyIsAskedAgainAtOnceOnAFreshConnection) {
+  // The CDN's first two answers stop half-way and hang (the Xet bridge does this in the
+  // wild). Each stall is cut at the stall limit and the rest asked at once on a new
+  // connection: no backoff (here a 5 s one would show), the bytes already received are kept.
+  auto cfg = config();
+  cfg.http.low_speed_time = 1s;
+  cfg.retry = RetryPolicy{6, 5000ms, 8000ms};
+  auto c = make_hub_client(cfg);
+  const FileRef wheel = file(big());
+  hub_->fault({{"kind", "stall_body"},
+               {"server", "cdn"},
+               {"after_bytes", wheel.size / 4},
+               {"count", 2},
+               {"seconds", 60}});
+  const auto start = Clock::now();
+  EXPECT_EQ(read_all(*c, wheel, in(60s)), source(big()));
+  const auto took = Clock::now() - start;
+  // Two stall limits and a margin; the old 5 s backoff alone would exceed it.
+  EXPECT_LT(took, 4900ms);
+  EXPECT_EQ(c->stats().retries.load(), 2u);  // the two stalls, each asked again once
+}
+
+TEST_F(HubClientTest, TheTokenNeverCrossesANetworkInClearText) {
+  // http:// to a host that is not this machine (as far as the client can tell: the test proxy
+  // maps the name to loopback): no Authorization header, unless the user opts in.
+  test::TempDir dir;
+  const std::string token_file = dir.path() + "/token";
+  std::ofstream(token_file) << "hf_good\n";
+  ::chmod(token_file.c_str(), 0600);
+  test::Proxy proxy({"--resolve", "wheel-mirror.example=127.0.0.1"});
+  const auto port = hub_->hub_url().substr(hub_->hub_url().rfind(':'));
+  for (const bool opt_in : {false, true}) {
+    auto cfg = config();
+    cfg.endpoint = "http://wheel-mirror.example" + port;
+    cfg.proxy = proxy.url();
+    cfg.token_file = token_file;
+    cfg.allow_insecure_token = opt_in;
+    auto c = make_hub_client(cfg);
+    const std::size_t before = proxy.log().size();
+    ASSERT_TRUE(c->resolve_revision("main", in(10s)));  // a public repo: fine without a token
+    const auto log = proxy.log();
+    ASSERT_GT(log.size(), before);
+    for (std::size_t i = before; i < log.size(); ++i) {
+      EXPECT_EQ(log[i]["auth"].get<bool>(), opt_in) << log[i].dump();
+    }
+  }
+  // To this machine over http (the emulator, loopback): sent, as before.
+  auto cfg = config("acme/private");
+  cfg.token_file = token_file;
+  EXPECT_TRUE(make_hub_client(cfg)->resolve_revision("main", in(10s)));
+}
+
+TEST_F(HubClientTest, AListingIsBoundedNeverTruncated) {
+  auto cfg = config();
+  cfg.max_entries = 10;  // pages of 7: the second page passes it
+  auto c = make_hub_client(cfg);
+  auto r = c->list_folder(head(), "", true, in(30s));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, "TooManyEntries") << r.error().describe();
 }
 
 TEST_F(HubClientTest, CancelEndsAStalledCallPromptly) {

@@ -48,6 +48,45 @@ TEST(Listing, SkipsUnsafeOrForeignNamesWithAReason) {
   for (const auto& why : page->skipped) EXPECT_FALSE(why.empty());
 }
 
+TEST(Listing, ControlCharactersAndAbsurdSizesAreInvalidEntries) {
+  // A newline in a name would forge log lines and break every tool that reads `ls`; a size
+  // past 2^63 would be a negative st_size, past 2^32 blocks alias block numbers.
+  const std::string huge = R"({"type":"file","oid":")" + kOid +
+                           R"(","size":18446744073709551615,"path":"pkg/huge.whl"})";
+  const std::string big_lfs =
+      file_json("pkg/big.whl", R"(,"lfs":{"oid":")" + kSha + R"(","size":1099511627777})");
+  const std::string body = "[" + file_json("pkg/new\\nline.whl") + "," + file_json("pkg/tab\\tx") +
+                           "," + file_json("pkg/esc\\u001bx") + "," + file_json("pkg/del\\u007fx") +
+                           "," + huge + "," + big_lfs + "," + file_json("pkg/ok.whl") + "]";
+  auto page = parse_tree_page(body, "pkg", false);
+  ASSERT_TRUE(page) << page.error().describe();
+  ASSERT_EQ(page->entries.size(), 1u);
+  EXPECT_EQ(page->entries[0].path, "pkg/ok.whl");
+  ASSERT_EQ(page->skipped.size(), 6u);
+  for (const auto& why : page->skipped) {
+    // The reason is one printable line, whatever the name held.
+    EXPECT_EQ(why.find_first_of(std::string("\n\t\x1b\x7f", 4)), std::string::npos) << why;
+  }
+  // 1 TiB exactly is the largest file served.
+  auto edge = parse_tree_page(
+      "[" + file_json("pkg/e.whl", R"(,"lfs":{"oid":")" + kSha + R"(","size":1099511627776})") +
+          "]",
+      "pkg", false);
+  ASSERT_TRUE(edge);
+  EXPECT_EQ(edge->entries.size(), 1u);
+}
+
+TEST(Listing, APageIsBoundedInEntries) {
+  std::string body = "[";
+  for (std::size_t i = 0; i <= kMaxEntriesPerPage; ++i) {
+    body += (i ? "," : "") + file_json("pkg/f" + std::to_string(i));
+  }
+  body += "]";
+  auto page = parse_tree_page(body, "pkg", false);
+  ASSERT_FALSE(page);
+  EXPECT_NE(page.error().message.find("entries"), std::string::npos);
+}
+
 TEST(Listing, RecursiveAcceptsDeeperPathsAndRootFolder) {
   auto page = parse_tree_page("[" + file_json("a/b/c/d.whl") + "]", "", true);
   ASSERT_TRUE(page);

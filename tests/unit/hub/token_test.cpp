@@ -1,10 +1,12 @@
 #include "fs/hub/token.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <map>
 #include <thread>
 
@@ -99,6 +101,41 @@ TEST_F(TokenTest, ChangedFileIsPickedUpWithoutRestart) {
   EXPECT_EQ(src.token(), std::nullopt);
   write(file, "hf_third");
   EXPECT_EQ(src.token(), "hf_third");
+}
+
+TEST_F(TokenTest, AFifoAsTheTokenFileNeverBlocks) {
+  // Someone points token_file (or HF_TOKEN_PATH) at a FIFO nobody writes: reading it must not
+  // hold up the requests that ask for the token.
+  const fs::path fifo = dir_ / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  TokenSource src(fifo, env());
+  auto t = std::async(std::launch::async, [&] { return src.token(); });
+  ASSERT_EQ(t.wait_for(std::chrono::seconds(5)), std::future_status::ready) << "blocked on a FIFO";
+  EXPECT_EQ(t.get(), std::nullopt);
+}
+
+TEST_F(TokenTest, ALineBreakInsideTheTokenIsNoToken) {
+  // A CR or LF inside would split the Authorization header into a second, forged header.
+  write(dir_ / "two-lines", "hf_abc\nX-Injected: 1\n");
+  EXPECT_EQ(TokenSource(dir_ / "two-lines", env()).token(), std::nullopt);
+  write(dir_ / "cr", "hf_abc\rdef");
+  EXPECT_EQ(TokenSource(dir_ / "cr", env()).token(), std::nullopt);
+  env_["HF_TOKEN"] = "hf_a\r\nX: y";
+  EXPECT_EQ(TokenSource({}, env()).token(), std::nullopt);
+  // Trailing line ends and spaces are trimmed, as before.
+  write(dir_ / "ok", "hf_fine\r\n");
+  EXPECT_EQ(TokenSource(dir_ / "ok", env()).token(), "hf_fine");
+}
+
+TEST_F(TokenTest, ATokenFileIsASmallRegularFile) {
+  write(dir_ / "huge", std::string(kMaxTokenFileBytes + 1, 'a'));
+  EXPECT_EQ(TokenSource(dir_ / "huge", env()).token(), std::nullopt);
+  fs::create_directories(dir_ / "a-folder");
+  EXPECT_EQ(TokenSource(dir_ / "a-folder", env()).token(), std::nullopt);
+  // Readable by others: still used (with a warning in the log).
+  write(dir_ / "shared", "hf_shared");
+  ::chmod((dir_ / "shared").c_str(), 0644);
+  EXPECT_EQ(TokenSource(dir_ / "shared", env()).token(), "hf_shared");
 }
 
 TEST_F(TokenTest, DescribeNamesTheSourceNotTheToken) {

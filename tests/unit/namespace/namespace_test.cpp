@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <future>
+#include <stdexcept>
 #include <thread>
 
 namespace whfs::ns {
@@ -30,21 +32,23 @@ RemoteEntry file(const std::string& path, char sha, std::uint64_t size = 10) {
 // Listings per commit and folder, counting the calls.
 class FakeSource : public ListingSource {
  public:
-  Expected<std::vector<RemoteEntry>, FsError> list(const std::string& commit,
-                                                   const std::string& folder) override {
+  Expected<std::vector<RemoteEntry>, FsErr> list(const std::string& commit,
+                                                 const std::string& folder) override {
     calls++;
     std::lock_guard lock(mu);
     last_folders.push_back(commit + ":" + folder);
-    if (fail) return unexpected(FsError{FsErrc::kIo, "listing failed"});
+    if (throw_once.exchange(false)) throw std::runtime_error("listing blew up");
+    if (fail) return unexpected(FsErr{FsErrorKind::kIo, "listing failed"});
     const auto c = trees.find(commit);
-    if (c == trees.end()) return unexpected(FsError{FsErrc::kNotFound, commit});
+    if (c == trees.end()) return unexpected(FsErr{FsErrorKind::kNotFound, commit});
     const auto f = c->second.find(folder);
-    if (f == c->second.end()) return unexpected(FsError{FsErrc::kNotFound, folder});
+    if (f == c->second.end()) return unexpected(FsErr{FsErrorKind::kNotFound, folder});
     return f->second;
   }
   std::map<std::string, std::map<std::string, std::vector<RemoteEntry>>> trees;
   std::atomic<int> calls{0};
   std::atomic<bool> fail{false};
+  std::atomic<bool> throw_once{false};
   std::mutex mu;
   std::vector<std::string> last_folders;
 };
@@ -83,14 +87,14 @@ TEST_F(NamespaceTest, ErrorsAreTyped) {
   Namespace ns(src, "c1", 0);
   auto missing = ns.lookup(kRootIno, "nope");
   ASSERT_FALSE(missing);
-  EXPECT_EQ(missing.error().code, FsErrc::kNotFound);
+  EXPECT_EQ(missing.error().kind, FsErrorKind::kNotFound);
   auto readme = ns.lookup(kRootIno, "README.md");
   ASSERT_TRUE(readme);
   auto under_file = ns.lookup(readme->ino, "x");
   ASSERT_FALSE(under_file);
-  EXPECT_EQ(under_file.error().code, FsErrc::kNotDir);
-  EXPECT_EQ(ns.readdir(readme->ino, false).error().code, FsErrc::kNotDir);
-  EXPECT_EQ(ns.getattr(987654).error().code, FsErrc::kNotFound);
+  EXPECT_EQ(under_file.error().kind, FsErrorKind::kNotDir);
+  EXPECT_EQ(ns.readdir(readme->ino, false).error().kind, FsErrorKind::kNotDir);
+  EXPECT_EQ(ns.getattr(987654).error().kind, FsErrorKind::kNotFound);
 }
 
 TEST_F(NamespaceTest, AFailedListingIsRetriedLater) {
@@ -98,7 +102,7 @@ TEST_F(NamespaceTest, AFailedListingIsRetriedLater) {
   src.fail = true;
   auto r = ns.lookup(kRootIno, "pkg");
   ASSERT_FALSE(r);
-  EXPECT_EQ(r.error().code, FsErrc::kIo);
+  EXPECT_EQ(r.error().kind, FsErrorKind::kIo);
   src.fail = false;
   EXPECT_TRUE(ns.lookup(kRootIno, "pkg"));
 }
@@ -203,7 +207,7 @@ class FakeSynthetic : public SyntheticRoot {
     d->kind = NodeKind::kSyntheticDir;
     d->name = "current";
     d->identity = "current";
-    d->generate = [commit]() -> Expected<std::vector<std::shared_ptr<Node>>, FsError> {
+    d->generate = [commit]() -> Expected<std::vector<std::shared_ptr<Node>>, FsErr> {
       auto f = std::make_shared<Node>();
       f->kind = NodeKind::kSyntheticFile;
       f->name = ".target";
@@ -230,6 +234,47 @@ TEST_F(NamespaceTest, SyntheticFoldersAreRebuiltOnSwitch) {
   auto t2 = ns.lookup(cur, ".target");
   ASSERT_TRUE(t2);
   EXPECT_EQ(*(*ns.node(t2->ino))->bytes, "{\"commit\":\"c2\"}");
+}
+
+TEST_F(NamespaceTest, AListingThatThrowsLeavesTheFolderListableAgain) {
+  // An exception out of a listing (an allocation failure, a bug) must not leave the folder
+  // marked "being listed": every later lookup in it would wait forever.
+  Namespace ns(src, "c1", 0);
+  const Ino pkg = ns.lookup(kRootIno, "pkg")->ino;
+  src.throw_once = true;
+  EXPECT_THROW((void)ns.lookup(pkg, "a.whl"), std::runtime_error);
+  auto again = std::async(std::launch::async, [&] { return ns.lookup(pkg, "a.whl"); });
+  ASSERT_EQ(again.wait_for(std::chrono::seconds(5)), std::future_status::ready)
+      << "the folder stayed marked as being listed";
+  EXPECT_TRUE(again.get());
+}
+
+TEST_F(NamespaceTest, TheCommitCanBeReadWhileARefreshReplacesTheTree) {
+  // getxattr user.wheelhouse.commit (and the status) read the commit while SIGHUP's refresh
+  // swaps the tree: the value must be a copy, not a reference into the tree being freed.
+  // (TSan reports the old reference as a data race; ASan as a use after free.)
+  for (int i = 0; i < 50; ++i) {
+    const std::string c = "commit-number-" + std::to_string(i) + "-with-a-long-name-to-allocate";
+    src.trees[c] = src.trees["c1"];
+  }
+  Namespace ns(src, "c1", 0);
+  std::atomic<bool> stop{false};
+  std::thread readers([&] {
+    std::size_t total = 0;
+    do {
+      total += ns.commit().size();
+    } while (!stop);
+    EXPECT_GT(total, 0u);
+  });
+  for (int round = 0; round < 4; ++round) {
+    for (int i = 0; i < 50; ++i) {
+      const std::string c = "commit-number-" + std::to_string(i) + "-with-a-long-name-to-allocate";
+      ASSERT_TRUE(ns.switch_to(c, i));
+      EXPECT_EQ(ns.commit(), c);
+    }
+  }
+  stop = true;
+  readers.join();
 }
 
 }  // namespace

@@ -29,7 +29,8 @@ class MemoryStore : public cache::BlockStore {
     std::lock_guard lock(mu_);
     std::vector<std::uint32_t> missing;
     Content& c = contents_.count(id.to_string()) != 0 ? contents_[id.to_string()] : empty_;
-    const bool hidden = mode == ReadMode::kServable && c.complete(size, block_) && !c.verified;
+    const bool hidden = (mode == ReadMode::kPartial && c.complete(size, block_) && !c.verified) ||
+                        (mode == ReadMode::kVerified && !c.verified);
     for (std::uint32_t b = first; b < first + count; ++b) {
       auto it = c.blocks.find(b);
       if (it == c.blocks.end() || hidden) {
@@ -59,10 +60,43 @@ class MemoryStore : public cache::BlockStore {
 
   cache::Result<cache::ContentState> verify_content(const cache::ContentId& id,
                                                     std::uint64_t size) override {
+    return verify(id, size, false);
+  }
+  cache::Result<cache::ContentState> recheck_content(const cache::ContentId& id,
+                                                     std::uint64_t size) override {
+    return verify(id, size, true);
+  }
+
+  // Stores `bytes` as the whole content of `id`, recorded as verified whether or not they
+  // match: what another process sharing the cache could leave there.
+  void plant(const cache::ContentId& id, const std::string& bytes) {
+    std::lock_guard lock(mu_);
+    auto& c = contents_[id.to_string()];
+    c.blocks.clear();
+    for (std::size_t off = 0; off < bytes.size(); off += block_) {
+      c.blocks[static_cast<std::uint32_t>(off / block_)] = bytes.substr(off, block_);
+    }
+    c.verified = true;
+    c.size = bytes.size();
+  }
+
+  std::atomic<int> puts{0};
+  std::atomic<int> verifies{0};
+  std::atomic<int> hashed{0};  // verifications that hashed the bytes
+  std::atomic<int> pins{0};
+  std::atomic<bool> full{false};
+  std::string last_read;  // the content of the latest read_blocks (under mu_)
+
+ private:
+  cache::Result<cache::ContentState> verify(const cache::ContentId& id, std::uint64_t size,
+                                            bool again) {
     std::lock_guard lock(mu_);
     verifies++;
     auto& c = contents_[id.to_string()];
     if (!c.complete(size, block_)) return state(c, size);
+    if (c.verified && !again) return state(c, size);
+    hashed++;
+    c.verified = false;
     Hasher h(HashAlgo::kSha256);
     for (auto& [i, b] : c.blocks) h.update(b);
     if (to_hex(h.finish()) != id.hex()) {
@@ -73,6 +107,7 @@ class MemoryStore : public cache::BlockStore {
     return state(c, size);
   }
 
+ public:
   cache::Result<std::optional<cache::ContentState>> content_state(
       const cache::ContentId& id) override {
     std::lock_guard lock(mu_);
@@ -88,12 +123,6 @@ class MemoryStore : public cache::BlockStore {
     return {};
   }
   void unpin(const cache::ContentId&) override { pins--; }
-
-  std::atomic<int> puts{0};
-  std::atomic<int> verifies{0};
-  std::atomic<int> pins{0};
-  std::atomic<bool> full{false};
-  std::string last_read;  // the content of the latest read_blocks (under mu_)
 
  private:
   struct Content {
@@ -121,18 +150,18 @@ class MemoryHub : public hub::HubClient {
  public:
   explicit MemoryHub(std::string bytes) : bytes_(std::move(bytes)) {}
 
-  Expected<hub::Revision, hub::HubError> resolve_revision(std::string_view,
-                                                          hub::Deadline) override {
+  Expected<hub::Revision, hub::HubError> resolve_revision(std::string_view, Deadline) override {
     return hub::Revision{std::string(40, 'a'), ""};
   }
   Expected<std::vector<RemoteEntry>, hub::HubError> list_folder(std::string_view, std::string_view,
-                                                                bool, hub::Deadline,
+                                                                bool, Deadline,
                                                                 std::size_t) override {
     return std::vector<RemoteEntry>{};
   }
+  using hub::HubClient::read_range;
   Expected<void, hub::HubError> read_range(const hub::FileRef&, std::uint64_t offset,
-                                           std::span<std::byte> out,
-                                           hub::Deadline deadline) override {
+                                           std::span<std::byte> out, Deadline deadline,
+                                           const CancelFlag* abandon) override {
     {
       std::lock_guard lock(mu_);
       calls++;
@@ -140,7 +169,17 @@ class MemoryHub : public hub::HubClient {
     }
     {
       std::unique_lock lock(gate_mu_);
-      if (!gate_cv_.wait_until(lock, deadline, [&] { return open_; })) {
+      auto opened = [&] { return open_ || (abandon != nullptr && abandon->cancelled()); };
+      // (Polls for the abandon flag: the fake has no transfer to abort.)
+      while (!opened() && Clock::now() < deadline) {
+        gate_cv_.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(10)),
+                            opened);
+      }
+      if (abandon != nullptr && abandon->cancelled()) {
+        abandoned++;
+        return unexpected(hub::HubError{hub::HubErrorKind::kCancelled, "abandoned", 0, "", ""});
+      }
+      if (!open_) {
         return unexpected(hub::HubError{hub::HubErrorKind::kTimeout, "held", 0, "", ""});
       }
     }
@@ -149,6 +188,13 @@ class MemoryHub : public hub::HubClient {
     std::memcpy(out.data(), bytes_.data() + offset, out.size());
     if (corrupt && offset == 0)
       out[0] = static_cast<std::byte>(~static_cast<unsigned char>(out[0]));
+    if (const std::int64_t at = corrupt_at.load();
+        at >= 0 && static_cast<std::uint64_t>(at) >= offset &&
+        static_cast<std::uint64_t>(at) < offset + out.size()) {
+      auto& b = out[static_cast<std::size_t>(at - static_cast<std::int64_t>(offset))];
+      b = static_cast<std::byte>(~static_cast<unsigned char>(b));
+    }
+    if (delay.load().count() > 0) std::this_thread::sleep_for(delay.load());
     return {};
   }
   const hub::HubStats& stats() const override { return stats_; }
@@ -168,9 +214,12 @@ class MemoryHub : public hub::HubClient {
   }
 
   std::atomic<int> calls{0};
+  std::atomic<int> abandoned{0};  // calls that ended because nobody wanted them any more
   std::atomic<bool> fail{false};
-  std::atomic<bool> corrupt{false};
-  std::vector<std::pair<std::uint64_t, std::size_t>> ranges;  // guarded by mu_
+  std::atomic<bool> corrupt{false};          // flip the first byte of the file
+  std::atomic<std::int64_t> corrupt_at{-1};  // flip the byte at this offset (-1: none)
+  std::atomic<std::chrono::milliseconds> delay{std::chrono::milliseconds(0)};  // per request
+  std::vector<std::pair<std::uint64_t, std::size_t>> ranges;                   // guarded by mu_
   std::mutex mu_;
 
  private:

@@ -7,7 +7,7 @@
 #include <type_traits>
 #include <utility>
 
-namespace whfs::cache {
+namespace whfs {
 
 template <class Signature>
 class FunctionRef;
@@ -31,4 +31,4 @@ class FunctionRef<R(Args...)> {
   R (*call_)(void*, Args...);
 };
 
-}  // namespace whfs::cache
+}  // namespace whfs
