@@ -363,8 +363,11 @@ class MountApp {
     j["serving"] = o_.streaming ? "streaming" : "verified";
     {
       std::lock_guard lock(target_mu_);
+      // (No detail without current/: an empty text is not JSON, and a discarded value would
+      // make the whole status unparseable.)
+      auto detail = nlohmann::json::parse(last_target_json_, nullptr, false);
       j["target"] = {{"summary", current_->summary()},
-                     {"detail", nlohmann::json::parse(last_target_json_, nullptr, false)}};
+                     {"detail", detail.is_discarded() ? nlohmann::json(nullptr) : detail}};
     }
     j["hub"] = hub_stats_json(hub_->stats());
     j["fetch"] = fetch_stats_json(reader_->stats());
