@@ -22,7 +22,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr unsigned kEnvFlags = MDB_NOSYNC | MDB_NOTLS;
-constexpr std::size_t kIdleReadersPerShard = 4;
+constexpr std::size_t kIdleReadersPerShard = 1;  // 16 idle read txns at most
 
 std::uint64_t os_page() { return static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE)); }
 
@@ -69,6 +69,12 @@ const char* to_string(CacheError::Kind kind) {
       return "lmdb";
     case CacheError::Kind::kInvalidArgument:
       return "invalid argument";
+    case CacheError::Kind::kAccess:
+      return "access";
+    case CacheError::Kind::kReadOnly:
+      return "read-only";
+    case CacheError::Kind::kBusy:
+      return "busy";
   }
   return "?";
 }
@@ -82,22 +88,93 @@ Result<std::unique_ptr<BlockCache>> BlockCache::open(const Options& options) {
 Result<std::unique_ptr<BlockCache>> LmdbBlockCache::open(const Options& options) {
   return guarded("cache open", [&]() -> Result<std::unique_ptr<BlockCache>> {
     if (auto ok = validate(options); !ok) return Unexpected<CacheError>{ok.error()};
-    const Session::Config sc{options.dir, options.boot_id_file, options.check_timeout};
+    if (options.read_only || on_read_only_filesystem(options.dir)) return open_read_only(options);
+    const Session::Config sc{options.dir, options.boot_id_file, options.check_timeout,
+                             options.access, options.open_timeout};
     for (int attempt = 0; attempt < 3; ++attempt) {
       auto session = Session::acquire(sc);
       if (!session) return Unexpected<CacheError>{session.error()};
-      if (session->needs_check() && !session->check_store()) {
-        auto moved = session->move_aside("structure check failed after an unclean shutdown");
-        if (!moved) return Unexpected<CacheError>{moved.error()};
-        continue;
+      // The CLI repairs nothing that a live mount uses: it says so instead.
+      const bool may_repair = options.repair || !session->in_use_by_others();
+      if (session->needs_check()) {
+        if (!may_repair) {
+          return cache_error(CacheError::Kind::kBusy,
+                             "cache " + options.dir.string() +
+                                 " needs a check after an unclean shutdown, and a mount uses "
+                                 "it: not checked (the next mount checks it)");
+        }
+        if (!session->check_store()) {
+          auto moved = session->move_aside("structure check failed after an unclean shutdown");
+          if (!moved) return Unexpected<CacheError>{moved.error()};
+          continue;
+        }
       }
       auto cache = open_once(options, *session);
       if (cache || cache.error().kind != CacheError::Kind::kCorrupt) return cache;
+      if (!may_repair) {
+        return cache_error(CacheError::Kind::kCorrupt,
+                           cache.error().message + "; a mount uses it: not moved aside");
+      }
       auto moved = session->move_aside(cache.error().message);
       if (!moved) return Unexpected<CacheError>{moved.error()};
     }
     return cache_error(CacheError::Kind::kIo, "cache: cannot open " + options.dir.string());
   });
+}
+
+Result<std::unique_ptr<BlockCache>> LmdbBlockCache::open_read_only(const Options& options) {
+  // Never written, locked or moved aside: no session, no cap, no map growth. On a read-only
+  // filesystem LMDB itself uses no lock file.
+  lmdb::Env::Config config;
+  config.map_size = 0;
+  config.max_dbs = 16;
+  config.max_readers = options.max_readers;
+  config.flags = MDB_RDONLY | MDB_NOTLS;
+  auto env = lmdb::Env::open(options.dir.string(), config);
+  if (!env) {
+    return cache_error(CacheError::Kind::kLmdb,
+                       "read-only cache " + options.dir.string() + ": " + env.error().message());
+  }
+  auto init = init_read_only(*env, options);
+  if (!init) return Unexpected<CacheError>{init.error()};
+  return std::unique_ptr<BlockCache>(new LmdbBlockCache(
+      options, Session::read_only(options.dir), std::move(*env), *init, /*read_only=*/true));
+}
+
+Result<LmdbBlockCache::StoreInit> LmdbBlockCache::init_read_only(lmdb::Env& env,
+                                                                 const Options& options) {
+  auto fail = [&](const lmdb::Error& e) {
+    return cache_error(CacheError::Kind::kLmdb,
+                       "read-only cache " + options.dir.string() + ": " + e.message());
+  };
+  auto txn = lmdb::Txn::begin(env, MDB_RDONLY);
+  if (!txn) return fail(txn.error());
+  StoreInit init;
+  const std::pair<const char*, lmdb::Dbi*> dbs[] = {
+      {kMetaDb, &init.dbs.meta},         {kBlocksDb, &init.dbs.blocks},
+      {kContentsDb, &init.dbs.contents}, {kLruDb, &init.dbs.lru},
+      {kLeasesDb, &init.dbs.leases},     {kRevisionsDb, &init.dbs.revisions},
+      {kListingsDb, &init.dbs.listings}};
+  for (const auto& [name, dbi] : dbs) {
+    auto opened = txn->open_dbi(name, 0);
+    if (!opened) return format_error(options.dir, "no wheelhouse-fs cache (" + std::string(name) + ")");
+    *dbi = *opened;
+  }
+  auto stored = txn->get(init.dbs.meta, lmdb::as_bytes(kFormatKey));
+  if (!stored) return fail(stored.error());
+  if (!*stored) return format_error(options.dir, "an LMDB store without a format");
+  auto format = decode_format(**stored);
+  if (!format || format->name != kFormatName || format->page_size != env.page_size() ||
+      format->block_size == 0) {
+    return format_error(options.dir, "another format");
+  }
+  init.geometry = BlockGeometry(format->block_size, format->page_size);
+  auto cap = txn->get(init.dbs.meta, lmdb::as_bytes(kCapKey));
+  if (!cap) return fail(cap.error());
+  init.cap = *cap ? decode_u64(**cap).value_or(Options::kDefaultCap) : Options::kDefaultCap;
+  // DB handles opened in a txn are usable by later txns only once it commits (read-only too).
+  if (auto ok = txn->commit(); !ok) return fail(ok.error());
+  return init;
 }
 
 Result<std::unique_ptr<BlockCache>> LmdbBlockCache::open_once(const Options& options,
@@ -111,6 +188,7 @@ Result<std::unique_ptr<BlockCache>> LmdbBlockCache::open_once(const Options& opt
   config.max_dbs = 16;
   config.max_readers = options.max_readers;
   config.flags = kEnvFlags;
+  config.mode = file_mode(options.access);
   auto env = lmdb::Env::open(options.dir.string(), config);
   if (!env) {
     const lmdb::Error& e = env.error();
@@ -120,8 +198,14 @@ Result<std::unique_ptr<BlockCache>> LmdbBlockCache::open_once(const Options& opt
     const auto kind = e.is_corruption() ? CacheError::Kind::kCorrupt : CacheError::Kind::kLmdb;
     return cache_error(kind, "cache " + options.dir.string() + ": " + e.message());
   }
-  env->reader_check();  // slots of processes that died holding a read txn
-  auto init = init_store(*env, options);
+  for (const char* name : {"data.mdb", "lock.mdb"}) {
+    restrict_cache_file(options.dir / name, options.access);  // created by an older version
+  }
+  {
+    ProcessLockGuard slots(session.reader_table(), Clock::now() + options.lock_timeout);
+    if (slots.owns()) env->reader_check();  // slots of processes that died holding a read txn
+  }
+  auto init = init_store(*env, options, session);
   if (!init) return Unexpected<CacheError>{init.error()};
   if (auto ok = session.mark_open(); !ok) return Unexpected<CacheError>{ok.error()};
   return std::unique_ptr<BlockCache>(
@@ -129,11 +213,18 @@ Result<std::unique_ptr<BlockCache>> LmdbBlockCache::open_once(const Options& opt
 }
 
 Result<LmdbBlockCache::StoreInit> LmdbBlockCache::init_store(lmdb::Env& env,
-                                                             const Options& options) {
+                                                             const Options& options,
+                                                             Session& session) {
   bool write_cap = true;
   for (int attempt = 0; attempt < 4; ++attempt) {
     int code = 0;
-    auto init = init_store_txn(env, options, write_cap, &code);
+    Result<StoreInit> init = cache_error(CacheError::Kind::kBusy,
+                                         "cache " + options.dir.string() +
+                                             ": another process holds its write lock (stopped?)");
+    {
+      ProcessLockGuard writer(session.writer(), Clock::now() + options.open_timeout);
+      if (writer.owns()) init = init_store_txn(env, options, write_cap, &code);
+    }
     if (code == MDB_MAP_RESIZED) {
       // Another process grew the data file past our map; no txn of ours is active.
       (void)env.set_map_size(0);
@@ -220,14 +311,17 @@ Result<LmdbBlockCache::StoreInit> LmdbBlockCache::init_store_txn(lmdb::Env& env,
 }
 
 LmdbBlockCache::LmdbBlockCache(Options options, Session session, lmdb::Env env,
-                               const StoreInit& init)
+                               const StoreInit& init, bool read_only)
     : options_(std::move(options)),
       session_(std::move(session)),
       env_(std::move(env)),
       dbs_(init.dbs),
       geometry_(init.geometry),
-      readers_(env_, dbs_.blocks, kIdleReadersPerShard),
+      read_only_(read_only),
+      readers_(env_, dbs_.blocks, kIdleReadersPerShard, options_.max_readers_per_process,
+               session_.reader_table(), options_.lock_timeout),
       cap_bytes_(init.cap) {
+  open_claims_file();
   if (::getrandom(holder_.data(), holder_.size(), 0) != static_cast<ssize_t>(holder_.size())) {
     // Only uniqueness matters; fall back to something process-unique.
     const auto seed = static_cast<std::uint64_t>(::getpid()) ^ now_ms();
@@ -236,9 +330,10 @@ LmdbBlockCache::LmdbBlockCache(Options options, Session session, lmdb::Env env,
 }
 
 LmdbBlockCache::~LmdbBlockCache() {
-  (void)flush();
+  if (!read_only_) (void)flush();
   readers_.clear();
-  session_.close_clean();
+  if (!read_only_) session_.close_clean();
+  if (downloads_fd_ >= 0) ::close(downloads_fd_);
 }
 
 std::uint64_t LmdbBlockCache::now_ms() const {

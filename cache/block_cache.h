@@ -17,7 +17,9 @@
 #include <vector>
 
 #include "cache/block_store.h"
+#include "cache/dir_policy.h"
 #include "cache/metadata_codec.h"
+#include "cache/metadata_store.h"
 #include "cache/records.h"
 
 namespace whfs::cache {
@@ -52,7 +54,23 @@ struct Options {
   std::uint32_t evict_batch_blocks = 4096;
   // A pin's lease; call refresh_pins() at least every third of it.
   std::chrono::seconds lease_duration{600};
-  unsigned max_readers = 512;
+  // Slots in LMDB's reader table for every process sharing the directory (fixed by the first
+  // process to open it), and how many one process holds at most: 64 x 32 daemons fit.
+  unsigned max_readers = 2048;
+  unsigned max_readers_per_process = 64;
+  // Private to this user (dir_policy.h), or shared with a group.
+  DirAccess access;
+  // Open the cache read-only (also when the directory is on a read-only filesystem): it is
+  // read, never written, locked or moved aside.
+  bool read_only = false;
+  // The longest a write or a new read txn waits for another process's lock, and an open for
+  // the open/close gate: a stopped process must not stop the others (kBusy; the caller then
+  // serves verified bytes without storing them).
+  std::chrono::milliseconds lock_timeout{2000};
+  std::chrono::milliseconds open_timeout{10000};
+  // A damaged store is moved aside and replaced by an empty one. The CLI sets this to false:
+  // it never repairs a cache that live mounts may use.
+  bool repair = true;
   std::filesystem::path boot_id_file = "/proc/sys/kernel/random/boot_id";
   std::chrono::seconds check_timeout{600};
   // Wall clock for recency and leases (tests inject one). Wall, not steady: leases are
@@ -85,35 +103,29 @@ struct VerifyReport {
   std::uint64_t incomplete = 0;  // not hashed: blocks missing
 };
 
-class BlockCache : public BlockStore {
+class BlockCache : public BlockStore, public MetadataStore {
  public:
   // Opens (creating if needed) the cache in options.dir. A damaged store is moved aside and
-  // replaced by an empty one; an unknown format is kFormat.
+  // replaced by an empty one (unless options.repair is false: kCorrupt); an unknown format is
+  // kFormat; a directory that is not private (dir_policy.h) is kAccess; a gate held too long
+  // by another process is kBusy.
   static Result<std::unique_ptr<BlockCache>> open(const Options& options);
+
+  // Whether this cache is read-only (a lower tier): every write fails with kReadOnly.
+  virtual bool read_only() const = 0;
+  // Whether another process (a mount) has the cache open now.
+  virtual bool in_use_by_others() const = 0;
   // Deletes the store's files (the CLI's `cache clear` for a store of an unknown format).
   static Result<void> remove_store(const std::filesystem::path& dir);
 
-  // (The BlockStore calls: read_blocks, put_blocks, verify_content, content_state, pin,
-  // unpin, block_size.)
+  // (The BlockStore calls: read_blocks, put_blocks, verify_content, recheck_content,
+  // content_state, pin, unpin, claim_download, block_size; the MetadataStore calls: revisions
+  // and listings.)
 
   // Extends the leases of this process's pins.
   virtual Result<void> refresh_pins() = 0;
   // Writes pending recency, counters and released leases, and syncs the store to disk.
   virtual Result<void> flush() = 0;
-
-  // ---- metadata ----------------------------------------------------------------------------
-  virtual Result<void> put_revision(std::string_view endpoint, std::string_view repo,
-                                    std::string_view rev, std::string_view commit,
-                                    std::chrono::system_clock::time_point resolved_at) = 0;
-  virtual Result<std::optional<RevisionRecord>> get_revision(std::string_view endpoint,
-                                                             std::string_view repo,
-                                                             std::string_view rev) = 0;
-  virtual Result<void> put_listing(std::string_view repo, std::string_view commit,
-                                   std::string_view folder,
-                                   const std::vector<RemoteEntry>& entries) = 0;
-  virtual Result<std::optional<std::vector<RemoteEntry>>> get_listing(std::string_view repo,
-                                                                      std::string_view commit,
-                                                                      std::string_view folder) = 0;
 
   // ---- maintenance (the CLI; safe while a mount uses the cache) ----------------------------
   virtual Result<CacheStats> stats() = 0;

@@ -55,6 +55,12 @@ std::uint32_t random_epoch() {
   return static_cast<std::uint32_t>(rng());
 }
 
+bool LmdbBlockCache::verified_here_read_only(const ContentId& id) {
+  if (!read_only_) return false;
+  std::lock_guard lock(hashes_mu_);
+  return read_only_verified_.count(id) != 0;
+}
+
 // ---- records ---------------------------------------------------------------------------
 
 lmdb::Res<std::optional<ContentRecord>> LmdbBlockCache::load_record(const lmdb::Txn& txn,
@@ -103,7 +109,8 @@ Result<std::vector<std::uint32_t>> LmdbBlockCache::read_blocks(const ContentId& 
         // Not verified: not for readers yet (kVerified), or not once complete (kPartial).
         auto rec = load_record(rd.txn, id);
         if (!rec) return Unexpected<lmdb::Error>{rec.error()};
-        const bool verified = *rec && (*rec)->verified && (*rec)->size == content_size;
+        const bool verified = *rec && (*rec)->size == content_size &&
+                              ((*rec)->verified || verified_here_read_only(id));
         const bool hide =
             mode == ReadMode::kVerified ? !verified : *rec && (*rec)->complete() && !verified;
         if (hide) {
@@ -141,8 +148,8 @@ Result<std::vector<std::uint32_t>> LmdbBlockCache::read_blocks(const ContentId& 
       return {};
     });
     if (!ok) return Unexpected<CacheError>{ok.error()};
-    if (!bad.empty()) (void)drop_bad_blocks(id, bad);
-    if (unverified || mode == ReadMode::kPresence) return missing;
+    if (!bad.empty() && !read_only_) (void)drop_bad_blocks(id, bad);
+    if (unverified || mode == ReadMode::kPresence || read_only_) return missing;
     {
       PendingShard& shard = pending_shard();
       std::lock_guard lk(shard.mu);
@@ -165,6 +172,7 @@ Result<std::optional<ContentState>> LmdbBlockCache::content_state(const ContentI
       return {};
     });
     if (!ok) return Unexpected<CacheError>{ok.error()};
+    if (state && state->complete() && verified_here_read_only(id)) state->verified = true;
     return state;
   });
 }
@@ -412,6 +420,20 @@ Result<ContentState> LmdbBlockCache::verify(const ContentId& id, std::uint64_t c
   }
   const bool match =
       std::equal(id.digest().begin(), id.digest().end(), (*hashed)->begin(), (*hashed)->end());
+  if (read_only_) {
+    // Nothing is dropped or recorded in a read-only cache: the caller learns the outcome.
+    if (!match) {
+      return cache_error(CacheError::Kind::kCorrupt,
+                         "read-only cache: " + id.to_string() + " does not match its hash");
+    }
+    {
+      std::lock_guard lock(hashes_mu_);
+      read_only_verified_.insert(id);
+    }
+    ContentState st = state_of(*rec);
+    st.verified = true;
+    return st;
+  }
   if (!match) {
     auto dropped = write(0, [&](WriteScope& s) -> lmdb::Res<void> {
       ++s.counters.corrupt_contents;
@@ -475,7 +497,7 @@ Result<std::optional<std::vector<std::uint8_t>>> LmdbBlockCache::hash_content(
     });
     if (!ok) return Unexpected<CacheError>{ok.error()};
   }
-  if (!bad.empty()) (void)drop_bad_blocks(id, bad);
+  if (!bad.empty() && !read_only_) (void)drop_bad_blocks(id, bad);
   if (gap || !bad.empty()) return std::optional<std::vector<std::uint8_t>>();
   return std::optional<std::vector<std::uint8_t>>(hasher.finish());
 }

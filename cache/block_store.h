@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
@@ -73,6 +74,17 @@ class BlockStore {
   // failed pin() pins nothing.
   virtual Result<void> pin(const ContentId& id) = 0;
   virtual void unpin(const ContentId& id) = 0;
+
+  // Downloads are coordinated between the processes sharing a cache, so that the Hub serves
+  // each file about once: a process downloads a content while it holds its claim, the others
+  // wait for the blocks to appear (or take over when the holder dies or makes no progress).
+  // A claim is released when destroyed, or by the kernel when its process dies.
+  class DownloadClaim {
+   public:
+    virtual ~DownloadClaim() = default;
+  };
+  // The claim, or nullptr when another process holds it now.
+  virtual Result<std::unique_ptr<DownloadClaim>> claim_download(const ContentId& id) = 0;
 };
 
 }  // namespace whfs::cache

@@ -18,6 +18,9 @@ struct CacheError {
     kCorrupt,          // a whole content did not match its hash; its blocks were dropped
     kLmdb,             // LMDB reported an error that is none of the above
     kInvalidArgument,  // the caller broke a precondition (block range, data length)
+    kAccess,           // the directory is not ours, or others could write it
+    kReadOnly,         // a read-only cache (a lower tier): nothing is ever written
+    kBusy,             // another process holds a lock past the time allowed (stopped?)
   };
 
   Kind kind = Kind::kIo;

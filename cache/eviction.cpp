@@ -187,6 +187,7 @@ Result<bool> LmdbBlockCache::evict(const ContentId& id) {
 // ---- leases ----------------------------------------------------------------------------
 
 Result<void> LmdbBlockCache::pin(const ContentId& id) {
+  if (read_only_) return {};  // nothing is ever evicted from a read-only cache
   return guarded("cache pin", [&]() -> Result<void> {
     {
       std::lock_guard lk(pins_mu_);
@@ -204,6 +205,7 @@ Result<void> LmdbBlockCache::pin(const ContentId& id) {
 }
 
 void LmdbBlockCache::unpin(const ContentId& id) {
+  if (read_only_) return;
   try {
     if (!unpin_here(id)) return;
     // The lease goes with the next write txn; until then it only delays an eviction.
@@ -224,6 +226,7 @@ bool LmdbBlockCache::unpin_here(const ContentId& id) {
 }
 
 Result<void> LmdbBlockCache::refresh_pins() {
+  if (read_only_) return {};
   return guarded("cache refresh_pins", [&]() -> Result<void> {
     std::vector<ContentId> ids;
     {

@@ -22,8 +22,10 @@ Unexpected<Error> fail(int rc, const char* where) { return {Error{rc, where}}; }
 std::string Error::message() const { return std::string(where) + ": " + mdb_strerror(code); }
 
 bool Error::is_corruption() const {
+  // (Not MDB_BAD_TXN: that is a txn this process may no longer use, e.g. after MDB_MAP_FULL,
+  // and says nothing about the store that other processes use.)
   return code == MDB_CORRUPTED || code == MDB_PAGE_NOTFOUND || code == MDB_INVALID ||
-         code == MDB_PANIC || code == MDB_BAD_TXN;
+         code == MDB_PANIC;
 }
 
 // ---- Env -------------------------------------------------------------------------------
@@ -43,7 +45,7 @@ Res<Env> Env::open(const std::string& dir, const Config& config) {
       return fail(rc, "mdb_env_set_mapsize");
     }
   }
-  if (int rc = mdb_env_open(raw, dir.c_str(), config.flags, 0644); rc != 0) {
+  if (int rc = mdb_env_open(raw, dir.c_str(), config.flags, config.mode); rc != 0) {
     return fail(rc, "mdb_env_open");
   }
   return env;
@@ -91,7 +93,7 @@ Res<void> Env::sync(bool force) {
   return {};
 }
 
-int Env::reader_check() {
+int Env::reader_check() const {
   int dead = 0;
   mdb_reader_check(env_, &dead);
   return dead;

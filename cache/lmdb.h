@@ -9,6 +9,8 @@
 //   dirty pages) and is valid ONLY until its Txn ends or, for a write txn, until the next write.
 // - A Cursor must be destroyed before its Txn ends (LMDB frees write-txn cursors at txn end).
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -59,6 +61,7 @@ class Env {
     unsigned max_dbs = 16;
     unsigned max_readers = 126;
     unsigned flags = 0;  // MDB_* env flags
+    mode_t mode = 0600;  // of the files LMDB creates
   };
 
   static Res<Env> open(const std::string& dir, const Config& config);
@@ -82,7 +85,7 @@ class Env {
   std::size_t used_bytes() const;
   Res<void> sync(bool force);
   // Clears reader slots of dead processes; returns how many.
-  int reader_check();
+  int reader_check() const;
   Res<void> copy_compact(const std::string& dir) const;
 
  private:

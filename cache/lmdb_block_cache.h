@@ -28,6 +28,7 @@
 #include <optional>
 #include <shared_mutex>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "cache/block_cache.h"
@@ -58,6 +59,7 @@ class LmdbBlockCache final : public BlockCache {
   Result<std::optional<ContentState>> content_state(const ContentId& id) override;
   Result<void> pin(const ContentId& id) override;
   void unpin(const ContentId& id) override;
+  Result<std::unique_ptr<DownloadClaim>> claim_download(const ContentId& id) override;
   Result<void> refresh_pins() override;
   Result<void> flush() override;
   Result<void> put_revision(std::string_view endpoint, std::string_view repo, std::string_view rev,
@@ -66,9 +68,11 @@ class LmdbBlockCache final : public BlockCache {
   Result<std::optional<RevisionRecord>> get_revision(std::string_view endpoint,
                                                      std::string_view repo,
                                                      std::string_view rev) override;
-  Result<void> put_listing(std::string_view repo, std::string_view commit, std::string_view folder,
+  Result<void> put_listing(std::string_view endpoint, std::string_view repo,
+                           std::string_view commit, std::string_view folder,
                            const std::vector<RemoteEntry>& entries) override;
-  Result<std::optional<std::vector<RemoteEntry>>> get_listing(std::string_view repo,
+  Result<std::optional<std::vector<RemoteEntry>>> get_listing(std::string_view endpoint,
+                                                              std::string_view repo,
                                                               std::string_view commit,
                                                               std::string_view folder) override;
   Result<CacheStats> stats() override;
@@ -78,6 +82,8 @@ class LmdbBlockCache final : public BlockCache {
   Result<void> clear() override;
   Result<std::uint64_t> evict_to(std::uint64_t target_bytes) override;
   const std::filesystem::path& dir() const override { return options_.dir; }
+  bool read_only() const override { return read_only_; }
+  bool in_use_by_others() const override { return session_.in_use_by_others(); }
 
  private:
   struct Dbs {
@@ -114,11 +120,14 @@ class LmdbBlockCache final : public BlockCache {
     std::uint64_t cap = 0;
   };
 
-  LmdbBlockCache(Options options, Session session, lmdb::Env env, const StoreInit& init);
+  LmdbBlockCache(Options options, Session session, lmdb::Env env, const StoreInit& init,
+                 bool read_only = false);
 
   static Result<std::unique_ptr<BlockCache>> open_once(const Options& options, Session& session);
+  static Result<std::unique_ptr<BlockCache>> open_read_only(const Options& options);
   // Opens the DBs, creates or checks the format record, records the cap and sizes the map.
-  static Result<StoreInit> init_store(lmdb::Env& env, const Options& options);
+  static Result<StoreInit> init_store(lmdb::Env& env, const Options& options, Session& session);
+  static Result<StoreInit> init_read_only(lmdb::Env& env, const Options& options);
   static Result<StoreInit> init_store_txn(lmdb::Env& env, const Options& options, bool write_cap,
                                           int* lmdb_code);
   std::uint64_t now_ms() const;
@@ -180,8 +189,11 @@ class LmdbBlockCache final : public BlockCache {
                                                                std::uint32_t total,
                                                                std::uint32_t epoch);
   void forget_hash(const ContentId& id);
-  std::mutex hashes_mu_;  // guards hashes_; a leaf lock
+  std::mutex hashes_mu_;  // guards hashes_ and read_only_verified_; a leaf lock
   std::unordered_map<ContentId, std::shared_ptr<RunningHash>> hashes_;
+  // A read-only cache cannot record that a content matched: this process remembers it.
+  std::unordered_set<ContentId> read_only_verified_;
+  bool verified_here_read_only(const ContentId& id);
 
   lmdb::Res<void> put_txn(WriteScope& s, const ContentId& id, std::uint64_t content_size,
                           std::uint32_t first, std::span<const std::byte> data, ContentState* state,
@@ -190,6 +202,7 @@ class LmdbBlockCache final : public BlockCache {
   // The digest of the whole content, or nullopt when a block is missing or bad.
   Result<std::optional<std::vector<std::uint8_t>>> hash_content(const ContentId& id,
                                                                 std::uint64_t content_size);
+  void open_claims_file();
   bool pinned_here(const ContentId& id);
   // Drops one in-process pin; true when it was the last.
   bool unpin_here(const ContentId& id);
@@ -200,6 +213,7 @@ class LmdbBlockCache final : public BlockCache {
   lmdb::Env env_;
   const Dbs dbs_;
   const BlockGeometry geometry_;
+  const bool read_only_;  // a lower tier: no write txn, no pending updates, no pins
   Holder holder_{};  // this instance's lease holder id (random)
 
   // Lock order: map_mutex_ (shared for every txn, exclusive to remap) -> LMDB's writer lock ->
@@ -210,6 +224,7 @@ class LmdbBlockCache final : public BlockCache {
   std::mutex pins_mu_;
   std::unordered_map<ContentId, int> pins_;
   std::atomic<std::uint64_t> cap_bytes_{0};  // as stored; refreshed by every write txn
+  int downloads_fd_ = -1;                     // downloads.lock (claims.cpp)
 };
 
 }  // namespace whfs::cache

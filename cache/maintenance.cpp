@@ -55,11 +55,11 @@ Result<std::optional<RevisionRecord>> LmdbBlockCache::get_revision(std::string_v
   });
 }
 
-Result<void> LmdbBlockCache::put_listing(std::string_view repo, std::string_view commit,
-                                         std::string_view folder,
+Result<void> LmdbBlockCache::put_listing(std::string_view endpoint, std::string_view repo,
+                                         std::string_view commit, std::string_view folder,
                                          const std::vector<RemoteEntry>& entries) {
   return guarded("cache put_listing", [&]() -> Result<void> {
-    const MetadataKey key = metadata_key({repo, commit, folder});
+    const MetadataKey key = metadata_key({endpoint, repo, commit, folder});
     const std::string value = encode_listing(key, entries);
     return write(value.size(), [&](WriteScope& s) {
       return s.txn.put(dbs_.listings, lmdb::as_bytes(key.key), lmdb::as_bytes(value));
@@ -68,10 +68,11 @@ Result<void> LmdbBlockCache::put_listing(std::string_view repo, std::string_view
 }
 
 Result<std::optional<std::vector<RemoteEntry>>> LmdbBlockCache::get_listing(
-    std::string_view repo, std::string_view commit, std::string_view folder) {
+    std::string_view endpoint, std::string_view repo, std::string_view commit,
+    std::string_view folder) {
   using Out = Result<std::optional<std::vector<RemoteEntry>>>;
   return guarded("cache get_listing", [&]() -> Out {
-    const MetadataKey key = metadata_key({repo, commit, folder});
+    const MetadataKey key = metadata_key({endpoint, repo, commit, folder});
     std::optional<std::vector<RemoteEntry>> out;
     bool garbage = false;
     auto ok = read([&](ReadTxnPool::Reader& rd) -> lmdb::Res<void> {

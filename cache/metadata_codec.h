@@ -3,7 +3,7 @@
 // no request: revision -> commit, and per commit each fetched folder listing.
 //
 //   revisions  key(endpoint, repo, rev)    -> v1: u8 1, str echo, str commit, u64 resolved_ms
-//   listings   key(repo, commit, folder)   -> v1: u8 1, str echo, u32 n, n x entry
+//   listings   key(endpoint, repo, commit, folder) -> v1: u8 1, str echo, u32 n, n x entry
 //   entry: str path, u8 type, u64 size, str oid, str lfs_sha256, str xet_hash
 //
 // A key is the length-prefixed parts ("echo"); when that is longer than LMDB's key limit it is

@@ -6,11 +6,14 @@
 // 16 readers do not queue on one mutex (measured: tests/bench/cache_bench).
 
 #include <array>
+#include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <mutex>
 #include <vector>
 
 #include "cache/lmdb.h"
+#include "cache/process_lock.h"
 
 namespace whfs::cache {
 
@@ -22,14 +25,28 @@ class ReadTxnPool {
     lmdb::Cursor cursor;  // declared after txn: closed before the txn ends
   };
 
-  ReadTxnPool(const lmdb::Env& env, lmdb::Dbi cursor_dbi, std::size_t max_idle_per_shard)
-      : env_(env), dbi_(cursor_dbi), max_idle_(max_idle_per_shard) {}
+  // A new txn takes a slot in LMDB's reader table, shared by every process using the cache
+  // (max_readers in all): this process holds at most `max_live` txns at once (idle or in use),
+  // and claims each new slot under `reader_table` (see session.h), waiting at most
+  // `lock_timeout` for either.
+  ReadTxnPool(const lmdb::Env& env, lmdb::Dbi cursor_dbi, std::size_t max_idle_per_shard,
+              std::size_t max_live, ProcessLock& reader_table,
+              std::chrono::milliseconds lock_timeout)
+      : env_(env),
+        dbi_(cursor_dbi),
+        max_idle_(max_idle_per_shard),
+        max_live_(max_live),
+        reader_table_(reader_table),
+        lock_timeout_(lock_timeout) {}
   ~ReadTxnPool() { clear(); }
   ReadTxnPool(const ReadTxnPool&) = delete;
   ReadTxnPool& operator=(const ReadTxnPool&) = delete;
 
+  // EBUSY (as an lmdb::Error) when no txn could be had in time.
   lmdb::Res<Reader> acquire();
   void release(Reader&& reader);
+  // Clears reader slots of dead processes (under the reader-table lock); how many.
+  int reader_check();
   // Ends every idle txn (before the env closes).
   void clear();
 
@@ -44,7 +61,13 @@ class ReadTxnPool {
   const lmdb::Env& env_;
   const lmdb::Dbi dbi_;
   const std::size_t max_idle_;
+  const std::size_t max_live_;
+  ProcessLock& reader_table_;
+  const std::chrono::milliseconds lock_timeout_;
   std::array<Shard, kShards> shards_;
+  std::mutex live_mu_;  // guards live_; a leaf lock
+  std::condition_variable live_cv_;
+  std::size_t live_ = 0;  // txns that hold a reader slot: idle or in use
 };
 
 }  // namespace whfs::cache

@@ -81,12 +81,14 @@ Recorded read_recorded(const fs::path& dir) {
 }
 
 // Atomic and durable: a power loss leaves the old or the new record, never a torn one.
-Result<void> write_recorded(const fs::path& dir, const std::string& boot, State state) {
+Result<void> write_recorded(const fs::path& dir, const std::string& boot, State state,
+                            const DirAccess& access) {
   const fs::path tmp = dir / "session.tmp";
   const std::string text =
       std::string(kMagic) + " " + (boot.empty() ? "-" : boot) + " " + state_name(state) + "\n";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, file_mode(access));
   if (fd < 0) return io_error("open " + tmp.string(), errno);
+  if (access.group) (void)::fchown(fd, -1, *access.group);
   const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
                   ::fsync(fd) == 0;
   const int err = errno;
@@ -170,18 +172,36 @@ std::string read_boot_id(const fs::path& file) {
   return id;
 }
 
+// Waits for byte 0 until the deadline (polling: F_OFD_SETLKW takes no deadline).
+int gate_lock(int fd, std::chrono::steady_clock::time_point deadline) {
+  auto pause = std::chrono::milliseconds(1);
+  while (true) {
+    const int err = ofd_lock(fd, F_WRLCK, kGateByte, false);
+    if (err != EAGAIN && err != EACCES) return err;
+    if (std::chrono::steady_clock::now() + pause >= deadline) return EAGAIN;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+  }
+}
+
 Result<Session> Session::acquire(const Config& config) {
-  std::error_code ec;
-  fs::create_directories(config.dir, ec);
-  if (ec)
-    return cache_error(CacheError::Kind::kIo,
-                       "create " + config.dir.string() + ": " + ec.message());
+  if (auto ok = prepare_cache_dir(config.dir, config.access); !ok) return unexpected(ok.error());
   const fs::path lock_path = config.dir / "session.lock";
+  const auto deadline = std::chrono::steady_clock::now() + config.open_timeout;
+  std::error_code ec;
   for (int attempt = 0; attempt < 10; ++attempt) {
-    const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, file_mode(config.access));
     if (fd < 0) return io_error("open " + lock_path.string(), errno);
-    if (int err = ofd_lock(fd, F_WRLCK, kGateByte, true); err != 0) {
+    restrict_cache_file(lock_path, config.access);
+    if (int err = gate_lock(fd, deadline); err != 0) {
       ::close(fd);
+      if (err == EAGAIN) {
+        return cache_error(CacheError::Kind::kBusy,
+                           "cache " + config.dir.string() + ": another process has been opening "
+                           "or closing it for more than " +
+                               std::to_string(config.open_timeout.count()) +
+                               " ms (stopped?); not waiting longer");
+      }
       return io_error("lock " + lock_path.string(), err);
     }
     // The directory may have been moved aside while we waited: use the file that is there now.
@@ -192,6 +212,7 @@ Result<Session> Session::acquire(const Config& config) {
       Session s;
       s.config_ = config;
       s.lock_fd_ = fd;
+      s.locks_ = std::make_unique<Locks>(fd);
       s.boot_id_ = read_boot_id(config.boot_id_file);
       const Recorded rec = read_recorded(config.dir);
       const bool has_data = fs::file_size(config.dir / "data.mdb", ec) > 0 && !ec;
@@ -201,9 +222,29 @@ Result<Session> Session::acquire(const Config& config) {
       return s;
     }
     ::close(fd);
-    fs::create_directories(config.dir, ec);
+    if (auto ok = prepare_cache_dir(config.dir, config.access); !ok) {
+      return unexpected(ok.error());
+    }
   }
   return cache_error(CacheError::Kind::kIo, "cannot lock " + lock_path.string());
+}
+
+bool Session::in_use_by_others() const {
+  if (lock_fd_ < 0) return false;
+  // Every user share-locks byte 1; this process does not yet (it joins in mark_open()).
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = kUsersByte;
+  fl.l_len = 1;
+  return ::fcntl(lock_fd_, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+}
+
+Session Session::read_only(const fs::path& dir) {
+  Session s;
+  s.config_.dir = dir;
+  s.locks_ = std::make_unique<Locks>(-1);
+  return s;
 }
 
 Result<void> Session::remove_files(const fs::path& dir) {
@@ -213,13 +254,15 @@ Result<void> Session::remove_files(const fs::path& dir) {
     fs::remove(dir / "lock.mdb", ec);
     return {};
   }
-  auto s = acquire({dir, "/dev/null", std::chrono::seconds(0)});
+  auto s = acquire({dir, "/dev/null", std::chrono::seconds(0), DirAccess{},
+                    std::chrono::milliseconds(10000)});
   if (!s) return Unexpected<CacheError>{s.error()};
   if (ofd_lock(s->lock_fd_, F_WRLCK, kUsersByte, false) != 0) {
     return cache_error(CacheError::Kind::kIo,
                        "cache " + dir.string() + " is in use by another process");
   }
-  for (const char* name : {"data.mdb", "lock.mdb", "session", "session.tmp", "session.lock"}) {
+  for (const char* name :
+       {"data.mdb", "lock.mdb", "session", "session.tmp", "downloads.lock", "session.lock"}) {
     std::error_code ec;
     fs::remove(dir / name, ec);
     if (ec)
@@ -237,7 +280,8 @@ Session::Session(Session&& other) noexcept
     : config_(std::move(other.config_)),
       boot_id_(std::move(other.boot_id_)),
       lock_fd_(std::exchange(other.lock_fd_, -1)),
-      needs_check_(other.needs_check_) {}
+      needs_check_(other.needs_check_),
+      locks_(std::move(other.locks_)) {}
 
 Session& Session::operator=(Session&& other) noexcept {
   if (this != &other) {
@@ -246,6 +290,7 @@ Session& Session::operator=(Session&& other) noexcept {
     boot_id_ = std::move(other.boot_id_);
     lock_fd_ = std::exchange(other.lock_fd_, -1);
     needs_check_ = other.needs_check_;
+    locks_ = std::move(other.locks_);
   }
   return *this;
 }
@@ -305,7 +350,8 @@ Result<void> Session::move_aside(const std::string& why) {
 }
 
 Result<void> Session::mark_open() {
-  if (auto r = write_recorded(config_.dir, boot_id_, State::kOpen); !r) return r;
+  if (lock_fd_ < 0) return {};  // read-only
+  if (auto r = write_recorded(config_.dir, boot_id_, State::kOpen, config_.access); !r) return r;
   if (int err = ofd_lock(lock_fd_, F_RDLCK, kUsersByte, true); err != 0) {
     return io_error("lock session users", err);
   }
@@ -315,7 +361,7 @@ Result<void> Session::mark_open() {
 
 void Session::mark_suspect() {
   if (lock_fd_ < 0 || ofd_lock(lock_fd_, F_WRLCK, kGateByte, true) != 0) return;
-  (void)write_recorded(config_.dir, boot_id_, State::kSuspect);
+  (void)write_recorded(config_.dir, boot_id_, State::kSuspect, config_.access);
   ofd_lock(lock_fd_, F_UNLCK, kGateByte, false);
 }
 
@@ -325,7 +371,7 @@ void Session::close_clean() {
       ofd_lock(lock_fd_, F_WRLCK, kUsersByte, false) == 0 &&
       read_recorded(config_.dir).state != State::kSuspect) {
     // Only this process uses the store and its writes are synced.
-    (void)write_recorded(config_.dir, boot_id_, State::kClean);
+    (void)write_recorded(config_.dir, boot_id_, State::kClean, config_.access);
   }
   ::close(std::exchange(lock_fd_, -1));
 }

@@ -3,7 +3,10 @@
 //
 // Files next to LMDB's data.mdb and lock.mdb:
 //   session.lock  open file description (OFD) locks: byte 0 serialises opening and closing,
-//                 byte 1 is share-locked by every process that has the cache open.
+//                 byte 1 is share-locked by every process that has the cache open, byte 2 is
+//                 held around every LMDB write txn and byte 3 around every claim of a slot in
+//                 LMDB's reader table (process_lock.h: LMDB's own mutexes for these record
+//                 their owner by thread id, which another PID namespace can reuse).
 //   session       "wheelhouse-fs-session/1 <boot id> <open|clean|suspect>", replaced atomically
 //                 and fsynced: whether the store may hold unsynced writes of an earlier boot.
 //
@@ -15,9 +18,12 @@
 
 #include <chrono>
 #include <filesystem>
+#include <memory>
 #include <string>
 
 #include "cache/cache_error.h"
+#include "cache/dir_policy.h"
+#include "cache/process_lock.h"
 
 namespace whfs::cache {
 
@@ -27,10 +33,16 @@ class Session {
     std::filesystem::path dir;
     std::filesystem::path boot_id_file;
     std::chrono::seconds check_timeout{600};
+    DirAccess access;
+    // How long to wait for the open/close gate: a process stopped while it held it must not
+    // hold up every other one (kBusy then).
+    std::chrono::milliseconds open_timeout{10000};
   };
 
-  // Creates the directory if needed and takes the open/close gate (byte 0).
+  // Creates the directory if needed (dir_policy.h) and takes the open/close gate (byte 0).
   static Result<Session> acquire(const Config& config);
+  // A read-only cache: no files, no gate, no bookkeeping; its locks are no-ops.
+  static Session read_only(const std::filesystem::path& dir);
   // Deletes the store's files unless a process has the cache open.
   static Result<void> remove_files(const std::filesystem::path& dir);
 
@@ -43,6 +55,8 @@ class Session {
 
   // Whether the store must be checked before it is trusted.
   bool needs_check() const { return needs_check_; }
+  // Whether another process has the cache open now (a mount: not to be repaired under it).
+  bool in_use_by_others() const;
   // Checks LMDB's structure in a child process; false when damaged (or the check crashed or
   // timed out).
   bool check_store() const;
@@ -57,11 +71,21 @@ class Session {
   // After the final mdb_env_sync: records "clean" if no other process uses the store.
   void close_clean();
 
+  // Held around each LMDB write txn, and around each new slot in LMDB's reader table.
+  ProcessLock& writer() { return locks_->writer; }
+  ProcessLock& reader_table() { return locks_->readers; }
+
  private:
+  struct Locks {
+    explicit Locks(int fd) : writer(fd, 2), readers(fd, 3) {}
+    ProcessLock writer;
+    ProcessLock readers;
+  };
   Config config_;
   std::string boot_id_;
   int lock_fd_ = -1;
   bool needs_check_ = false;
+  std::unique_ptr<Locks> locks_;  // on lock_fd_ (a stable address for the cache's threads)
 };
 
 // The kernel's boot id, or "" when unreadable.

@@ -43,6 +43,10 @@ Result<void> LmdbBlockCache::read(ReadBody body) {
 }
 
 Result<void> LmdbBlockCache::write(std::uint64_t need_bytes, WriteBody body, bool evicting) {
+  if (read_only_) {
+    return cache_error(CacheError::Kind::kReadOnly,
+                       "cache " + options_.dir.string() + " is read-only");
+  }
   bool emergency = false;
   Result<void> result =
       cache_error(CacheError::Kind::kFull,
@@ -65,6 +69,13 @@ Result<void> LmdbBlockCache::write(std::uint64_t need_bytes, WriteBody body, boo
       }
       // Everything left is pinned: only the map's limit (MDB_MAP_FULL) applies from here.
       if (evicted->exhausted) need_bytes = 0;
+    } else if (r.error().code == EBUSY) {
+      result = cache_error(CacheError::Kind::kBusy,
+                           "cache " + options_.dir.string() + ": another process has held its " +
+                               "write lock for more than " +
+                               std::to_string(options_.lock_timeout.count()) +
+                               " ms (stopped?); not stored");
+      break;
     } else if (r.error().code == MDB_MAP_RESIZED) {
       if (auto ok = adopt_map_size(); !ok) return ok;
     } else if (r.error().code == MDB_MAP_FULL && !evicting) {
@@ -85,6 +96,10 @@ Result<void> LmdbBlockCache::write(std::uint64_t need_bytes, WriteBody body, boo
 lmdb::Res<void> LmdbBlockCache::write_once(std::uint64_t need_bytes, WriteBody body,
                                            bool* over_high_water) {
   std::shared_lock lk(map_mutex_);
+  // One write txn at a time in the whole machine, by our own lock: no thread ever waits on
+  // LMDB's writer mutex while another process (maybe in another PID namespace) holds it.
+  ProcessLockGuard writer(session_.writer(), Clock::now() + options_.lock_timeout);
+  if (!writer.owns()) return Unexpected<lmdb::Error>{lmdb::Error{EBUSY, "the cache write lock"}};
   auto txn = lmdb::Txn::begin(env_, 0);
   if (!txn) return Unexpected<lmdb::Error>{txn.error()};
   WriteScope scope{*txn, {}, {}, 0, now_ms()};
@@ -196,7 +211,7 @@ LmdbBlockCache::Pending LmdbBlockCache::take_pending() {
 }
 
 Result<void> LmdbBlockCache::make_room(std::uint64_t need_bytes, int attempt) {
-  env_.reader_check();  // a dead process's stale snapshot pins freed pages
+  readers_.reader_check();  // a dead process's stale snapshot pins freed pages
   const std::uint64_t cap = cap_bytes_.load();
   const std::uint64_t map = put_map_size(cap, env_.page_size());
   if (map > env_.map_size()) return set_map(map);  // another opener raised the cap
@@ -253,6 +268,9 @@ Result<void> LmdbBlockCache::set_map(std::uint64_t bytes) {
 
 CacheError LmdbBlockCache::to_error(const lmdb::Error& e) {
   if (e.code == MDB_MAP_FULL) return {CacheError::Kind::kFull, "cache: " + e.message()};
+  if (e.code == EBUSY || e.code == MDB_READERS_FULL) {
+    return {CacheError::Kind::kBusy, "cache " + options_.dir.string() + ": " + e.message()};
+  }
   if (e.is_corruption()) note_corruption(e);
   return {CacheError::Kind::kLmdb, "cache " + options_.dir.string() + ": " + e.message()};
 }
@@ -264,6 +282,7 @@ void LmdbBlockCache::note_corruption(const lmdb::Error& e) {
 }
 
 Result<void> LmdbBlockCache::flush() {
+  if (read_only_) return {};
   return guarded("cache flush", [&]() -> Result<void> {
     if (auto ok = write(0, [](WriteScope&) -> lmdb::Res<void> { return {}; }); !ok) return ok;
     if (auto ok = env_.sync(true); !ok) return Unexpected<CacheError>{to_error(ok.error())};

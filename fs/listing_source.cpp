@@ -21,18 +21,27 @@ FsErr to_fs_error(const hub::HubError& e) {
   }
 }
 
-CachedListingSource::CachedListingSource(hub::HubClient& hub, cache::BlockCache& cache,
-                                         std::string repo, std::chrono::seconds timeout,
-                                         std::size_t prefill_pages)
+CachedListingSource::CachedListingSource(hub::HubClient& hub, cache::MetadataStore& store,
+                                         std::string endpoint, std::string repo,
+                                         std::chrono::seconds timeout, std::size_t prefill_pages)
     : hub_(hub),
-      cache_(cache),
+      store_(store),
+      endpoint_(std::move(endpoint)),
       repo_(std::move(repo)),
       timeout_(timeout),
       prefill_pages_(prefill_pages) {}
 
+void CachedListingSource::keep(const std::string& commit, const std::string& folder,
+                               const std::vector<RemoteEntry>& entries) {
+  auto r = store_.put_listing(endpoint_, repo_, commit, folder, entries);
+  if (!r && r.error().kind != cache::CacheError::Kind::kReadOnly) {
+    spdlog::warn("cannot store the listing of \"{}\" in the cache: {}", folder, r.error().message);
+  }
+}
+
 Expected<std::vector<RemoteEntry>, FsErr> CachedListingSource::list(const std::string& commit,
                                                                     const std::string& folder) {
-  if (auto cached = cache_.get_listing(repo_, commit, folder); cached && *cached) {
+  if (auto cached = store_.get_listing(endpoint_, repo_, commit, folder); cached && *cached) {
     return std::move(**cached);
   }
   const auto deadline = Clock::now() + timeout_;
@@ -44,10 +53,7 @@ Expected<std::vector<RemoteEntry>, FsErr> CachedListingSource::list(const std::s
       spdlog::error("listing \"{}\" failed: {}", folder, direct.error().describe());
       return unexpected(to_fs_error(direct.error()));
     }
-    if (auto r = cache_.put_listing(repo_, commit, folder, *direct); !r) {
-      spdlog::warn("cannot store the listing of \"{}\" in the cache: {}", folder,
-                   r.error().message);
-    }
+    keep(commit, folder, *direct);
     return std::move(direct).value();
   }
   if (!all) {
@@ -64,12 +70,7 @@ Expected<std::vector<RemoteEntry>, FsErr> CachedListingSource::list(const std::s
     by_folder[slash == std::string::npos ? "" : e.path.substr(0, slash)].push_back(e);
     if (e.is_dir()) by_folder[e.path];
   }
-  for (const auto& [f, entries] : by_folder) {
-    if (auto r = cache_.put_listing(repo_, commit, f, entries); !r) {
-      spdlog::warn("cannot store the listing of \"{}\" in the cache: {}", f, r.error().message);
-      break;
-    }
-  }
+  for (const auto& [f, entries] : by_folder) keep(commit, f, entries);
   return std::move(by_folder[folder]);
 }
 

@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <string>
 
-#include "cache/block_cache.h"
+#include "cache/metadata_store.h"
 #include "fs/hub/hub_client.h"
 #include "fs/namespace/namespace.h"
 
@@ -17,15 +17,21 @@ namespace whfs {
 
 class CachedListingSource : public ns::ListingSource {
  public:
-  CachedListingSource(hub::HubClient& hub, cache::BlockCache& cache, std::string repo,
-                      std::chrono::seconds timeout, std::size_t prefill_pages = 100);
+  // Listings are stored under `endpoint` and `repo` (where they came from).
+  CachedListingSource(hub::HubClient& hub, cache::MetadataStore& store, std::string endpoint,
+                      std::string repo, std::chrono::seconds timeout,
+                      std::size_t prefill_pages = 100);
 
   Expected<std::vector<RemoteEntry>, FsErr> list(const std::string& commit,
                                                  const std::string& folder) override;
 
  private:
+  void keep(const std::string& commit, const std::string& folder,
+            const std::vector<RemoteEntry>& entries);
+
   hub::HubClient& hub_;
-  cache::BlockCache& cache_;
+  cache::MetadataStore& store_;
+  std::string endpoint_;
   std::string repo_;
   std::chrono::seconds timeout_;
   std::size_t prefill_pages_;

@@ -159,6 +159,10 @@ int main(int argc, char** argv) {
   if (opts.cache_dir.empty()) {
     opts.cache_dir =
         whfs::default_cache_dir([](const char* n) { return std::getenv(n); }, ::geteuid() == 0);
+    if (opts.cache_dir.empty()) {
+      std::fprintf(stderr, "wheelhousefs: no cache directory: HOME is not set; give cache_dir=\n");
+      return 2;
+    }
   }
   struct stat st {};
   struct statfs sfs {};

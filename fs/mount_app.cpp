@@ -1,5 +1,6 @@
 #include "fs/mount_app.h"
 
+#include <grp.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
@@ -14,6 +15,7 @@
 #include <thread>
 
 #include "cache/block_cache.h"
+#include "cache/tiered_cache.h"
 #include "fs/common/log.h"
 #include "fs/common/version.h"
 #include "fs/filesystem.h"
@@ -99,12 +101,7 @@ class MountApp {
     repo_ = *repo;
     endpoint_ = hub::resolve_endpoint(o_.endpoint);
 
-    cache::Options co;
-    co.dir = o_.cache_dir;
-    co.cap_bytes = o_.cache_size;
-    auto cache = cache::BlockCache::open(co);
-    if (!cache) return unexpected("cache " + o_.cache_dir + ": " + cache.error().message);
-    cache_ = std::move(cache).value();
+    if (auto r = open_cache(); !r) return r;
 
     if (o_.offline) {
       hub_ = std::make_unique<hub::OfflineHub>();
@@ -121,7 +118,8 @@ class MountApp {
     }
     if (auto r = resolve_at_mount(); !r) return r;
 
-    listings_ = std::make_unique<CachedListingSource>(*hub_, *cache_, repo_.id, 60s);
+    listings_ =
+        std::make_unique<CachedListingSource>(*hub_, *cache_, endpoint_, repo_.id, 60s);
     current_ = std::make_unique<ns::CurrentView>(*listings_);
     current_->set_target(std::move(detected));
     names_ = std::make_unique<ns::Namespace>(*listings_, commit_, mtime_);
@@ -131,6 +129,8 @@ class MountApp {
     rc.fetcher.max_request = std::max<std::uint64_t>(1 << 20, o_.readahead / o_.connections);
     rc.fetcher.serving = o_.streaming ? reader::Serving::kStreaming : reader::Serving::kVerified;
     rc.fetcher.request_timeout = o_.read_timeout;
+    rc.fetcher.trust_cache = o_.cache_trusted;
+    rc.fetcher.claim_takeover = std::max(2 * o_.stall_timeout, std::chrono::seconds(4));
     rc.readahead.max_window = std::max<std::uint64_t>(1 << 20, o_.readahead);
     rc.readahead.batch = rc.fetcher.max_request;
     reader_ = std::make_unique<reader::Reader>(*cache_, *hub_, rc);
@@ -205,6 +205,60 @@ class MountApp {
     }
     commit_ = last->commit;
     mtime_ = std::chrono::system_clock::to_time_t(last->resolved_at);
+    return {};
+  }
+
+  // The cache: cache_dir, private or shared with cache_group; a read-only one (an image
+  // layer) under cache_upper when given; none at all when another process holds the directory
+  // past read_timeout (stopped?): then files are verified in memory and nothing is kept.
+  Expected<void, std::string> open_cache() {
+    cache::Options co;
+    co.dir = o_.cache_dir;
+    co.cap_bytes = o_.cache_size;
+    co.open_timeout = o_.read_timeout;
+    if (!o_.cache_group.empty()) {
+      const group* g = ::getgrnam(o_.cache_group.c_str());
+      if (g == nullptr) return unexpected("cache_group: no group named '" + o_.cache_group + "'");
+      co.access.group = g->gr_gid;
+    }
+    auto cache = cache::BlockCache::open(co);
+    if (!cache && cache.error().kind == cache::CacheError::Kind::kBusy) {
+      spdlog::warn("cache {}: {}; serving files verified in memory without keeping them",
+                   o_.cache_dir, cache.error().message);
+      cache_ = std::make_unique<cache::NullCache>(o_.cache_dir, cache.error().message);
+      return {};
+    }
+    if (!cache) return unexpected("cache " + o_.cache_dir + ": " + cache.error().message);
+    if (!(*cache)->read_only()) {
+      if (!o_.cache_upper.empty()) {
+        return unexpected("cache_upper is for a read-only cache_dir, and " + o_.cache_dir +
+                          " is writable");
+      }
+      cache_ = std::move(cache).value();
+      return {};
+    }
+    if (o_.cache_upper.empty()) {
+      spdlog::info("cache {} is read-only: it serves what it holds; new files are verified in "
+                   "memory and not kept (cache_upper= gives them a writable cache)",
+                   o_.cache_dir);
+      cache_ = std::move(cache).value();
+      return {};
+    }
+    // The same block size as the lower tier: a content is read from one tier or the other.
+    cache::Options uo = co;
+    uo.dir = o_.cache_upper;
+    uo.block_pages = static_cast<std::uint32_t>(((*cache)->block_size() + 24 + 4095) / 4096);
+    auto upper = cache::BlockCache::open(uo);
+    if (!upper) return unexpected("cache_upper " + o_.cache_upper + ": " + upper.error().message);
+    if ((*upper)->block_size() != (*cache)->block_size()) {
+      return unexpected("cache_upper " + o_.cache_upper + " has blocks of " +
+                        std::to_string((*upper)->block_size()) + " bytes and " + o_.cache_dir +
+                        " of " + std::to_string((*cache)->block_size()) +
+                        ": give an empty cache_upper");
+    }
+    spdlog::info("cache: {} (read-only) under {}", o_.cache_dir, o_.cache_upper);
+    cache_ = std::make_unique<cache::TieredCache>(std::move(cache).value(),
+                                                  std::move(upper).value());
     return {};
   }
 

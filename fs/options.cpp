@@ -77,6 +77,8 @@ Expected<void, std::string> apply_option(MountOptions& o, const std::string& ite
   if (key == "token_file") return set_string(o.token_file);
   if (key == "log_file") return set_string(o.log_file);
   if (key == "cache_dir") return set_string(o.cache_dir);
+  if (key == "cache_upper") return set_string(o.cache_upper);
+  if (key == "cache_group") return set_string(o.cache_group);
   if (key == "proxy") return set_string(o.proxy);
   if (key == "python") return set_string(o.target.python);
   if (key == "cudart") return set_string(o.target.cudart);
@@ -101,7 +103,8 @@ Expected<void, std::string> apply_option(MountOptions& o, const std::string& ite
   const std::pair<const char*, bool*> flags[] = {{"offline", &o.offline},
                                                  {"streaming", &o.streaming},
                                                  {"insecure_token", &o.insecure_token},
-                                                 {"dumpable", &o.dumpable}};
+                                                 {"dumpable", &o.dumpable},
+                                                 {"cache_trusted", &o.cache_trusted}};
   for (const auto& [name, field] : flags) {
     if (key != name) continue;
     if (has_value) return unexpected("option '" + key + "' takes no value");
@@ -173,11 +176,13 @@ std::string default_cache_dir(const GetEnv& getenv, bool is_root) {
     return s.substr(0, s.find(':'));  // systemd may list several, ':'-separated
   }
   if (is_root) return "/var/cache/wheelhouse-fs";
-  if (const char* x = getenv("XDG_CACHE_HOME"); x != nullptr && *x != '\0') {
+  if (const char* x = getenv("XDG_CACHE_HOME"); x != nullptr && *x == '/') {
     return std::string(x) + "/wheelhouse-fs";
   }
+  // No fallback under /tmp: another user could create that directory first.
   const char* home = getenv("HOME");
-  return std::string(home != nullptr ? home : "/tmp") + "/.cache/wheelhouse-fs";
+  if (home == nullptr || *home != '/') return "";
+  return std::string(home) + "/.cache/wheelhouse-fs";
 }
 
 Expected<MountOptions, std::string> parse_mount_args(const std::vector<std::string>& args,
@@ -268,6 +273,14 @@ local block cache. current/ shows the wheels that run on this machine.
   -o cache_dir=DIR    block cache (default $XDG_CACHE_HOME/wheelhouse-fs, or
                       /var/cache/wheelhouse-fs for root)
   -o cache_size=SIZE  cap on the cache, e.g. 20G (default 20G)
+  -o cache_group=GROUP share the cache with this group (directory 2770, files 0660);
+                      without it the cache is private (0700/0600) and a directory that
+                      others own or can write is refused
+  -o cache_upper=DIR  with a cache_dir on a read-only filesystem (an image layer, a :ro
+                      bind mount, opened read-only): a writable cache for what it lacks
+  -o cache_trusted    serve what another process sharing the cache recorded as verified
+                      without hashing it here once first (default: each daemon verifies
+                      every file itself once before serving it)
   -o offline          no network: serve only what the cache holds ($HF_HUB_OFFLINE)
   -o refresh=DURATION look for a new commit this often, e.g. 10m (default: on SIGHUP only)
   -o proxy=URL        HTTP(S) proxy (default: $HTTPS_PROXY / $https_proxy, $NO_PROXY)

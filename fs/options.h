@@ -24,6 +24,9 @@ struct MountOptions {
   std::string endpoint;  // empty: HF_ENDPOINT, else https://huggingface.co
   std::string token_file;
   std::string cache_dir;
+  std::string cache_upper;  // writable tier over a read-only cache_dir
+  std::string cache_group;  // share the cache with this group (else private)
+  bool cache_trusted = false;  // trust other processes' verification of shared contents
   std::uint64_t cache_size = 20ull << 30;
   bool offline = false;             // offline option or HF_HUB_OFFLINE: no requests at all
   std::chrono::seconds refresh{0};  // 0: only on SIGHUP
@@ -52,7 +55,8 @@ Expected<MountOptions, std::string> parse_mount_args(const std::vector<std::stri
                                                      const GetEnv& getenv);
 
 // $CACHE_DIRECTORY (systemd CacheDirectory=), /var/cache/wheelhouse-fs for root, else
-// ${XDG_CACHE_HOME:-~/.cache}/wheelhouse-fs.
+// ${XDG_CACHE_HOME:-~/.cache}/wheelhouse-fs; "" when none applies (no HOME): never a shared
+// folder such as /tmp, where another user could create the directory first.
 std::string default_cache_dir(const GetEnv& getenv, bool is_root);
 
 std::string mount_usage(const std::string& program);

@@ -32,7 +32,8 @@ nlohmann::json fetch_stats_json(const reader::FetcherStats& f) {
           {"joined", f.waits_joined},     {"errors", f.errors},
           {"corrupt", f.corrupt},         {"uncached", f.uncached},
           {"in_memory", f.in_memory},     {"rechecks", f.rechecks},
-          {"failed_fast", f.failed_fast}, {"interrupted", f.interrupted}};
+          {"failed_fast", f.failed_fast}, {"interrupted", f.interrupted},
+          {"shared_waits", f.shared_waits}, {"takeovers", f.takeovers}};
 }
 
 }  // namespace whfs

@@ -31,7 +31,13 @@ std::string cache_dir_of(const CommonOptions& o) {
 std::unique_ptr<cache::BlockCache> open_cache(const CommonOptions& o, int* exit_code) {
   cache::Options co;
   co.dir = cache_dir_of(o);
-  co.cap_bytes = 0;  // keep the cap the mount set
+  co.cap_bytes = 0;    // keep the cap the mount set
+  co.repair = false;   // never move aside a cache that a mount may be using: say so instead
+  if (co.dir.empty()) {
+    std::fprintf(stderr, "wheelhouse: no cache directory: HOME is not set; give --cache-dir\n");
+    *exit_code = kUsage;
+    return nullptr;
+  }
   auto c = cache::BlockCache::open(co);
   if (!c) {
     std::fprintf(stderr, "wheelhouse: cache %s: %s\n", co.dir.c_str(), c.error().message.c_str());
@@ -187,8 +193,12 @@ int run_cache_evict(const CommonOptions& o, const std::vector<std::string>& targ
   return rc;
 }
 
-int run_cache_clear(const CommonOptions& o, bool yes) {
+int run_cache_clear(const CommonOptions& o, bool yes, bool force) {
   const std::string dir = cache_dir_of(o);
+  if (dir.empty()) {
+    std::fprintf(stderr, "wheelhouse: no cache directory: HOME is not set; give --cache-dir\n");
+    return kUsage;
+  }
   if (!yes) {
     if (::isatty(STDIN_FILENO) == 0) {
       std::fprintf(stderr, "wheelhouse: `cache clear` empties %s; add --yes to confirm\n",
@@ -202,6 +212,7 @@ int run_cache_clear(const CommonOptions& o, bool yes) {
   }
   cache::Options co;
   co.dir = dir;
+  co.repair = false;
   auto c = cache::BlockCache::open(co);
   if (!c) {
     if (c.error().kind != cache::CacheError::Kind::kFormat) {
@@ -215,6 +226,14 @@ int run_cache_clear(const CommonOptions& o, bool yes) {
     }
     std::printf("removed the cache of an unknown format in %s\n", dir.c_str());
     return kOk;
+  }
+  if ((*c)->in_use_by_others() && !force) {
+    std::fprintf(stderr,
+                 "wheelhouse: a mount (or another process) uses the cache in %s: not emptied; "
+                 "--force empties it anyway (the mounts keep working and download again what "
+                 "they read next)\n",
+                 dir.c_str());
+    return kFailed;
   }
   if (auto r = (*c)->clear(); !r) {
     std::fprintf(stderr, "wheelhouse: %s\n", r.error().message.c_str());

@@ -28,7 +28,8 @@ int run_cache_stats(const CommonOptions& o);
 int run_cache_ls(const CommonOptions& o);
 int run_cache_verify(const CommonOptions& o);
 int run_cache_evict(const CommonOptions& o, const std::vector<std::string>& targets);
-int run_cache_clear(const CommonOptions& o, bool yes);
+// Refuses while another process (a mount) uses the cache, unless `force`.
+int run_cache_clear(const CommonOptions& o, bool yes, bool force);
 int run_prefetch(const PrefetchOptions& o);
 
 // "1.5 GiB", "12.0 MiB/s", "3m12s": shared by the subcommands.

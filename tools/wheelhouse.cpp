@@ -61,6 +61,10 @@ int main(int argc, char** argv) {
   auto* clear = cache->add_subcommand("clear", "Empty the cache (also one of an unknown format)");
   bool yes = false;
   clear->add_flag("-y,--yes", yes, "do not ask");
+  bool force = false;
+  clear->add_flag("--force", force,
+                  "empty it even while mounts use it (they keep working and download again "
+                  "what they read next)");
 
   PrefetchOptions prefetch_opts;
   auto* prefetch = app.add_subcommand("prefetch", "Warm the cache by reading through a mount");
@@ -91,7 +95,7 @@ int main(int argc, char** argv) {
     if (*ls) return run_cache_ls(common);
     if (*verify) return run_cache_verify(common);
     if (*evict) return run_cache_evict(common, evict_targets);
-    if (*clear) return run_cache_clear(common, yes);
+    if (*clear) return run_cache_clear(common, yes, force);
   }
   return 2;
 }

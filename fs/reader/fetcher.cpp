@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstring>
 #include <optional>
+#include <thread>
 
 #include "fs/common/hash.h"
 
@@ -233,6 +234,14 @@ Expected<Source, ReadError> Fetcher::ensure_verified(const FileContent& c, Block
       std::unique_lock lock(trusted_mu_);
       trusted_.erase(c.id);
     }
+    // Another process sharing the cache may be downloading it already: wait for its blocks
+    // rather than have the Hub serve them twice.
+    auto claimed = claim_or_wait(c, wait);
+    if (!claimed) return unexpected(claimed.error());
+    if (claimed->other_finished) continue;
+    missing = missing_blocks(c, BlockRange{0, total});  // (a stalled holder left some)
+    if (!missing) return fetch_to_memory(c, wait, "the cache cannot be read");
+    if (missing->empty()) continue;
     // The read's own blocks first, then the rest of the file from there on, then the front.
     std::stable_partition(missing->begin(), missing->end(),
                           [&](std::uint32_t b) { return b >= need.first && b < need.end(); });
@@ -266,6 +275,66 @@ Expected<Source, ReadError> Fetcher::ensure_streaming(const FileContent& c, Bloc
   if (!r) return unexpected(r.error());
   if (*r == Stored::kNotKept) return fetch_to_memory(c, wait, "the cache could not keep it");
   return Source{};
+}
+
+Expected<Fetcher::ClaimOutcome, ReadError> Fetcher::claim_or_wait(const FileContent& c,
+                                                                   const WaitPolicy& wait) {
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = claims_.find(c.id); it != claims_.end()) {
+      if (auto held = it->second.lock()) return ClaimOutcome{std::move(held), false};
+      claims_.erase(it);
+    }
+  }
+  auto take = [&]() -> std::optional<ClaimOutcome> {
+    auto claim = store_.claim_download(c.id);
+    if (!claim) return ClaimOutcome{};  // nothing to coordinate with: download
+    if (!*claim) return std::nullopt;    // another process holds it
+    std::shared_ptr<cache::BlockStore::DownloadClaim> shared(std::move(*claim));
+    std::lock_guard lock(mu_);
+    claims_[c.id] = shared;
+    return ClaimOutcome{std::move(shared), false};
+  };
+  if (auto mine = take()) return *mine;
+  {
+    std::lock_guard lock(mu_);
+    stats_.shared_waits++;
+  }
+  // Wait for the other process's blocks; take over when it dies (its claim goes) or makes no
+  // progress for claim_takeover.
+  std::uint32_t last_present = 0;
+  Deadline last_progress = Clock::now();
+  auto pause = std::chrono::milliseconds(5);
+  while (true) {
+    const Deadline until = Clock::now() + pause;
+    if (wait.cancel != nullptr) {
+      wait.cancel->wait_until(progress_mu_, progress_cv_, until, [] { return false; });
+      if (wait.cancel->cancelled()) {
+        return unexpected(ReadError{ReadError::Kind::kCancelled,
+                                    c.path + ": the reader went away while waiting"});
+      }
+    } else {
+      std::this_thread::sleep_until(until);
+    }
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+    auto st = store_.content_state(c.id);
+    if (!st) return ClaimOutcome{};
+    if (*st && (*st)->complete()) return ClaimOutcome{nullptr, true};
+    const std::uint32_t present = *st ? (*st)->present : 0;
+    if (present != last_present) {
+      last_present = present;
+      last_progress = Clock::now();
+    }
+    if (auto mine = take()) return *mine;
+    if (Clock::now() - last_progress >= config_.claim_takeover) {
+      spdlog::warn("{}: the process downloading it for the cache made no progress for {} s; "
+                   "downloading the rest here",
+                   c.path, config_.claim_takeover.count());
+      std::lock_guard lock(mu_);
+      stats_.takeovers++;
+      return ClaimOutcome{};
+    }
+  }
 }
 
 std::optional<std::vector<std::uint32_t>> Fetcher::missing_blocks(const FileContent& c,

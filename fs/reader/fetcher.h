@@ -73,6 +73,10 @@ struct FetcherConfig {
   bool trust_cache = false;
   // Contents the cache cannot keep are verified in memory, up to this many bytes in all.
   std::uint64_t memory_limit = 512ull << 20;
+  // Another process sharing the cache downloading a file this process needs is waited for
+  // (the Hub serves it once) unless its download makes no progress for this long; then this
+  // process downloads what is left itself.
+  std::chrono::seconds claim_takeover{10};
 };
 
 // How long a read may wait, and what stops it early.
@@ -107,6 +111,8 @@ struct FetcherStats {
   std::uint64_t rechecks = 0;     // contents verified by this process before serving them
   std::uint64_t failed_fast = 0;  // reads failed at once (quarantine or a recent failure)
   std::uint64_t interrupted = 0;  // reads whose caller went away while they waited
+  std::uint64_t shared_waits = 0;  // files another process sharing the cache downloaded
+  std::uint64_t takeovers = 0;     // ... or started to, then stalled: downloaded here
 };
 
 class Fetcher {
@@ -171,6 +177,14 @@ class Fetcher {
   // The whole content into memory, verified there.
   Expected<Source, ReadError> fetch_to_memory(const FileContent& c, const WaitPolicy& wait,
                                               const std::string& why);
+  // This process's claim on downloading a content (shared by its readers), or the news that
+  // another process finished it meanwhile; a null claim when there is nothing to coordinate
+  // with (the cache cannot say) or this process takes over a stalled download.
+  struct ClaimOutcome {
+    std::shared_ptr<cache::BlockStore::DownloadClaim> claim;
+    bool other_finished = false;
+  };
+  Expected<ClaimOutcome, ReadError> claim_or_wait(const FileContent& c, const WaitPolicy& wait);
   // Blocks of [first, end) not in the cache; nullopt when the cache cannot say.
   std::optional<std::vector<std::uint32_t>> missing_blocks(const FileContent& c, BlockRange r);
 
@@ -230,6 +244,7 @@ class Fetcher {
   // concurrent requests to verify one content wait for the one running.
   std::unordered_map<cache::ContentId, std::shared_ptr<Verification>> verifying_;
   std::unordered_map<cache::ContentId, std::shared_ptr<MemoryFetch>> memory_fetches_;
+  std::unordered_map<cache::ContentId, std::weak_ptr<cache::BlockStore::DownloadClaim>> claims_;
   // Verified in-memory contents, most recently used first; open files keep theirs alive.
   std::list<std::pair<cache::ContentId, std::shared_ptr<const MemoryContent>>> memory_;
   std::uint64_t memory_bytes_ = 0;  // in memory_ and in memory_fetches_

@@ -61,8 +61,14 @@ class Cli(MountedTestCase):
         # The mount records its usage in batches; let it write them.
         wait_for(lambda: json.loads(cli("cache", "--cache-dir", m.cache_dir, "stats", "--json").stdout)["contents"] > 0,
                  timeout=10)
+        # Reading the figures of a live cache changes nothing of it: same store, still open.
+        before = (os.stat(os.path.join(m.cache_dir, "data.mdb")).st_ino,
+                  open(os.path.join(m.cache_dir, "session")).read())
         stats = json.loads(cli("cache", "--cache-dir", m.cache_dir, "stats", "--json").stdout)
         self.assertGreaterEqual(stats["contents"], 1)
+        self.assertEqual((os.stat(os.path.join(m.cache_dir, "data.mdb")).st_ino,
+                          open(os.path.join(m.cache_dir, "session")).read()), before)
+        self.assertEqual(os.listdir(os.path.dirname(m.cache_dir)).count("cache"), 1)
         self.assertEqual(stats["block_size"], 32744)
         listing = json.loads(cli("cache", "--cache-dir", m.cache_dir, "ls", "--json").stdout)
         sha = self.manifest["files"][src]["sha256"]
@@ -78,7 +84,12 @@ class Cli(MountedTestCase):
         fd = os.open(wheel, os.O_RDONLY)
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         os.close(fd)
-        self.assertIn("emptied", cli("cache", "--cache-dir", m.cache_dir, "clear", "--yes").stdout)
+        # A cache a mount uses is not emptied by accident: that takes --force.
+        busy = cli("cache", "--cache-dir", m.cache_dir, "clear", "--yes", check=False)
+        self.assertEqual(busy.returncode, 1)
+        self.assertIn("a mount (or another process) uses the cache", busy.stderr)
+        self.assertIn("emptied", cli("cache", "--cache-dir", m.cache_dir, "clear", "--yes",
+                                     "--force").stdout)
         self.assertEqual(json.loads(cli("cache", "--cache-dir", m.cache_dir, "stats", "--json").stdout)["contents"], 0)
         refuse = cli("cache", "--cache-dir", m.cache_dir, "clear", check=False)
         self.assertEqual(refuse.returncode, 2)  # no --yes and no terminal to ask on

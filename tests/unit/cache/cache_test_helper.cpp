@@ -76,7 +76,8 @@ int write_loop(const std::string& dir, std::uint64_t seed) {
     if (i % 5 == 0) {
       (void)cache->put_revision("https://hub", "org/repo", "rev" + std::to_string(i % 7),
                                 std::to_string(key), std::chrono::system_clock::now());
-      (void)cache->put_listing("org/repo", std::to_string(key), "", t::Fixture::listing());
+      (void)cache->put_listing("https://hub.example", "org/repo", std::to_string(key), "",
+                              t::Fixture::listing());
     }
     if (i % 3 == 0) (void)t::read_all(*cache, id, bytes.size());
   }
@@ -131,7 +132,7 @@ int make_fixture(const std::filesystem::path& out) {
     const auto resolved =
         std::chrono::system_clock::time_point(std::chrono::milliseconds(F::kResolvedMs));
     if (!cache->put_revision(F::kEndpoint, F::kRepo, F::kRev, F::kCommit, resolved) ||
-        !cache->put_listing(F::kRepo, F::kCommit, "", F::listing())) {
+        !cache->put_listing(F::kEndpoint, F::kRepo, F::kCommit, "", F::listing())) {
       return fail("metadata");
     }
   }

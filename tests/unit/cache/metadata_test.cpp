@@ -41,32 +41,42 @@ TEST_F(MetadataTest, RevisionRoundTripAndOverwrite) {
 TEST_F(MetadataTest, ListingRoundTrip) {
   const auto listing = testing::Fixture::listing();
   const std::string long_folder(1000, 'd');
-  ASSERT_TRUE(cache_->put_listing("org/r", "c1", "simple", listing));
-  ASSERT_TRUE(cache_->put_listing("org/r", "c1", long_folder, listing));
-  ASSERT_TRUE(cache_->put_listing("org/r", "c1", "empty", {}));
+  ASSERT_TRUE(cache_->put_listing("https://hub.example", "org/r", "c1", "simple", listing));
+  ASSERT_TRUE(cache_->put_listing("https://hub.example", "org/r", "c1", long_folder, listing));
+  ASSERT_TRUE(cache_->put_listing("https://hub.example", "org/r", "c1", "empty", {}));
   reopen();
-  EXPECT_EQ(cache_->get_listing("org/r", "c1", "simple").value(), listing);
-  EXPECT_EQ(cache_->get_listing("org/r", "c1", long_folder).value(), listing);
-  EXPECT_EQ(cache_->get_listing("org/r", "c1", "empty").value(), std::vector<RemoteEntry>{});
-  EXPECT_FALSE(cache_->get_listing("org/r", "c2", "simple").value());
+  EXPECT_EQ(cache_->get_listing("https://hub.example", "org/r", "c1", "simple").value(), listing);
+  EXPECT_EQ(cache_->get_listing("https://hub.example", "org/r", "c1", long_folder).value(), listing);
+  EXPECT_EQ(cache_->get_listing("https://hub.example", "org/r", "c1", "empty").value(), std::vector<RemoteEntry>{});
+  EXPECT_FALSE(cache_->get_listing("https://hub.example", "org/r", "c2", "simple").value());
+}
+
+TEST_F(MetadataTest, ListingsAreKeptPerEndpoint) {
+  // A listing fetched through one endpoint (a plain-http site cache, say) is never what a
+  // mount of another endpoint gets for the same repo and commit.
+  const auto listing = testing::Fixture::listing();
+  ASSERT_TRUE(cache_->put_listing("http://site-cache:8080", "org/r", "c1", "", listing));
+  EXPECT_FALSE(cache_->get_listing("https://huggingface.co", "org/r", "c1", "").value());
+  EXPECT_EQ(cache_->get_listing("http://site-cache:8080", "org/r", "c1", "").value(), listing);
 }
 
 TEST_F(MetadataTest, GarbageRecordIsAMiss) {
-  ASSERT_TRUE(cache_->put_listing("org/r", "c1", "simple", testing::Fixture::listing()));
+  ASSERT_TRUE(cache_->put_listing("https://hub.example", "org/r", "c1", "simple", testing::Fixture::listing()));
   cache_.reset();
-  testing::put_raw(dir_.path(), kListingsDb, metadata_key({"org/r", "c1", "simple"}).key,
+  testing::put_raw(dir_.path(), kListingsDb,
+                   metadata_key({"https://hub.example", "org/r", "c1", "simple"}).key,
                    std::string("\x01\xff\xff\xff\x7fgarbage", 12));
   testing::put_raw(dir_.path(), kRevisionsDb, metadata_key({"e", "org/r", "main"}).key, "x");
   reopen();
-  auto listing = cache_->get_listing("org/r", "c1", "simple");
+  auto listing = cache_->get_listing("https://hub.example", "org/r", "c1", "simple");
   ASSERT_TRUE(listing);
   EXPECT_FALSE(*listing);
   auto rev = cache_->get_revision("e", "org/r", "main");
   ASSERT_TRUE(rev);
   EXPECT_FALSE(*rev);
   // And it can be written again.
-  ASSERT_TRUE(cache_->put_listing("org/r", "c1", "simple", {}));
-  EXPECT_TRUE(cache_->get_listing("org/r", "c1", "simple").value());
+  ASSERT_TRUE(cache_->put_listing("https://hub.example", "org/r", "c1", "simple", {}));
+  EXPECT_TRUE(cache_->get_listing("https://hub.example", "org/r", "c1", "simple").value());
 }
 
 }  // namespace

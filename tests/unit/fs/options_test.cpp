@@ -102,6 +102,11 @@ TEST_F(OptionsTest, DefaultCacheDir) {
   EXPECT_EQ(default_cache_dir(get, true), "/var/cache/wheelhouse-fs");
   env["CACHE_DIRECTORY"] = "/var/cache/wheelhouse-fs:/other";
   EXPECT_EQ(default_cache_dir(get, true), "/var/cache/wheelhouse-fs");
+  // No HOME: no default at all, never a folder under /tmp that another user could make first.
+  env.clear();
+  EXPECT_EQ(default_cache_dir(get, false), "");
+  env["HOME"] = "relative";
+  EXPECT_EQ(default_cache_dir(get, false), "");
 }
 
 TEST_F(OptionsTest, HelpAndVersion) {

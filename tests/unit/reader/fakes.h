@@ -123,6 +123,12 @@ class MemoryStore : public cache::BlockStore {
     return {};
   }
   void unpin(const cache::ContentId&) override { pins--; }
+  // Another process holds every claim while `claimed_elsewhere` is set.
+  cache::Result<std::unique_ptr<DownloadClaim>> claim_download(const cache::ContentId&) override {
+    if (claimed_elsewhere) return std::unique_ptr<DownloadClaim>();
+    return std::make_unique<DownloadClaim>();
+  }
+  std::atomic<bool> claimed_elsewhere{false};
 
  private:
   struct Content {

@@ -1,0 +1,38 @@
+#pragma once
+// What the cache keeps besides file bytes, so that a remount or a start with the Hub out of
+// reach needs no request: the commit a revision resolved to, and each folder listing of a
+// commit. Both are keyed by where they came from (the endpoint's URL, the repo): a listing
+// fetched through a plain-http site cache is never reused by an https mount of another
+// endpoint. The seam CachedListingSource is tested at (tests/unit/fs).
+
+#include <chrono>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "cache/cache_error.h"
+#include "cache/metadata_codec.h"
+#include "fs/common/remote_entry.h"
+
+namespace whfs::cache {
+
+class MetadataStore {
+ public:
+  virtual ~MetadataStore() = default;
+
+  virtual Result<void> put_revision(std::string_view endpoint, std::string_view repo,
+                                    std::string_view rev, std::string_view commit,
+                                    std::chrono::system_clock::time_point resolved_at) = 0;
+  virtual Result<std::optional<RevisionRecord>> get_revision(std::string_view endpoint,
+                                                             std::string_view repo,
+                                                             std::string_view rev) = 0;
+  virtual Result<void> put_listing(std::string_view endpoint, std::string_view repo,
+                                   std::string_view commit, std::string_view folder,
+                                   const std::vector<RemoteEntry>& entries) = 0;
+  virtual Result<std::optional<std::vector<RemoteEntry>>> get_listing(std::string_view endpoint,
+                                                                      std::string_view repo,
+                                                                      std::string_view commit,
+                                                                      std::string_view folder) = 0;
+};
+
+}  // namespace whfs::cache

@@ -1,0 +1,91 @@
+#include "cache/tiered_cache.h"
+
+#include <spdlog/spdlog.h>
+
+namespace whfs::cache {
+
+TieredCache::TieredCache(std::unique_ptr<BlockCache> lower, std::unique_ptr<BlockCache> upper)
+    : lower_(std::move(lower)), upper_(std::move(upper)) {}
+
+bool TieredCache::from_lower(const ContentId& id) {
+  {
+    std::lock_guard lock(mu_);
+    if (bad_.count(id) != 0) return false;
+  }
+  auto st = lower_->content_state(id);
+  return st && *st && (*st)->complete();
+}
+
+void TieredCache::lower_is_bad(const ContentId& id) {
+  spdlog::warn("read-only cache {}: {} does not match its hash; using the writable cache {}",
+               lower_->dir().string(), id.to_string(), upper_->dir().string());
+  std::lock_guard lock(mu_);
+  bad_.insert(id);
+}
+
+Result<std::vector<std::uint32_t>> TieredCache::read_blocks(const ContentId& id,
+                                                            std::uint64_t content_size,
+                                                            std::uint32_t first,
+                                                            std::uint32_t count, BlockFn fn,
+                                                            ReadMode mode) {
+  return (from_lower(id) ? *lower_ : *upper_)
+      .read_blocks(id, content_size, first, count, fn, mode);
+}
+
+Result<ContentState> TieredCache::put_blocks(const ContentId& id, std::uint64_t content_size,
+                                             std::uint32_t first,
+                                             std::span<const std::byte> data) {
+  return upper_->put_blocks(id, content_size, first, data);
+}
+
+Result<ContentState> TieredCache::verify_content(const ContentId& id,
+                                                 std::uint64_t content_size) {
+  if (!from_lower(id)) return upper_->verify_content(id, content_size);
+  auto r = lower_->verify_content(id, content_size);
+  if (!r && r.error().kind == CacheError::Kind::kCorrupt) lower_is_bad(id);
+  return r;
+}
+
+Result<ContentState> TieredCache::recheck_content(const ContentId& id,
+                                                  std::uint64_t content_size) {
+  if (!from_lower(id)) return upper_->recheck_content(id, content_size);
+  auto r = lower_->recheck_content(id, content_size);
+  if (!r && r.error().kind == CacheError::Kind::kCorrupt) lower_is_bad(id);
+  return r;
+}
+
+Result<std::optional<ContentState>> TieredCache::content_state(const ContentId& id) {
+  // (The verified flag of a lower content was set by whoever built the image: readers hash it
+  // themselves unless the cache is trusted, as for any shared cache.)
+  return from_lower(id) ? lower_->content_state(id) : upper_->content_state(id);
+}
+
+Result<void> TieredCache::put_revision(std::string_view endpoint, std::string_view repo,
+                                       std::string_view rev, std::string_view commit,
+                                       std::chrono::system_clock::time_point resolved_at) {
+  return upper_->put_revision(endpoint, repo, rev, commit, resolved_at);
+}
+
+Result<std::optional<RevisionRecord>> TieredCache::get_revision(std::string_view endpoint,
+                                                                std::string_view repo,
+                                                                std::string_view rev) {
+  auto up = upper_->get_revision(endpoint, repo, rev);
+  if (up && *up) return up;
+  return lower_->get_revision(endpoint, repo, rev);
+}
+
+Result<void> TieredCache::put_listing(std::string_view endpoint, std::string_view repo,
+                                      std::string_view commit, std::string_view folder,
+                                      const std::vector<RemoteEntry>& entries) {
+  return upper_->put_listing(endpoint, repo, commit, folder, entries);
+}
+
+Result<std::optional<std::vector<RemoteEntry>>> TieredCache::get_listing(
+    std::string_view endpoint, std::string_view repo, std::string_view commit,
+    std::string_view folder) {
+  auto up = upper_->get_listing(endpoint, repo, commit, folder);
+  if (up && *up) return up;
+  return lower_->get_listing(endpoint, repo, commit, folder);
+}
+
+}  // namespace whfs::cache

@@ -1,0 +1,187 @@
+// CachedListingSource against a listing-store double that can lose and refuse records, and a
+// Hub double that counts its listings.
+#include "fs/listing_source.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <mutex>
+#include <tuple>
+
+namespace whfs {
+namespace {
+
+using namespace std::chrono_literals;
+
+RemoteEntry dir(const std::string& path) {
+  RemoteEntry e;
+  e.path = path;
+  e.type = RemoteEntry::Type::kDirectory;
+  e.oid = std::string(40, 'd');
+  return e;
+}
+
+RemoteEntry file(const std::string& path) {
+  RemoteEntry e;
+  e.path = path;
+  e.size = 3;
+  e.oid = std::string(40, 'f');
+  return e;
+}
+
+class MemoryMetadata : public cache::MetadataStore {
+ public:
+  using Key = std::tuple<std::string, std::string, std::string, std::string>;
+
+  cache::Result<void> put_revision(std::string_view, std::string_view, std::string_view,
+                                   std::string_view,
+                                   std::chrono::system_clock::time_point) override {
+    return {};
+  }
+  cache::Result<std::optional<cache::RevisionRecord>> get_revision(std::string_view,
+                                                                   std::string_view,
+                                                                   std::string_view) override {
+    return std::optional<cache::RevisionRecord>();
+  }
+  cache::Result<void> put_listing(std::string_view endpoint, std::string_view repo,
+                                  std::string_view commit, std::string_view folder,
+                                  const std::vector<RemoteEntry>& entries) override {
+    std::lock_guard lock(mu);
+    ++puts;
+    if (refuse) return cache::cache_error(refuse_kind, "refused");
+    listings[Key(endpoint, repo, commit, folder)] = entries;
+    return {};
+  }
+  cache::Result<std::optional<std::vector<RemoteEntry>>> get_listing(
+      std::string_view endpoint, std::string_view repo, std::string_view commit,
+      std::string_view folder) override {
+    std::lock_guard lock(mu);
+    if (fail_reads) return cache::cache_error(cache::CacheError::Kind::kBusy, "busy");
+    const auto it = listings.find(Key(endpoint, repo, commit, folder));
+    if (it == listings.end()) return std::optional<std::vector<RemoteEntry>>();
+    return std::optional<std::vector<RemoteEntry>>(it->second);
+  }
+  void lose_everything() {
+    std::lock_guard lock(mu);
+    listings.clear();
+  }
+
+  std::mutex mu;
+  std::map<Key, std::vector<RemoteEntry>> listings;
+  int puts = 0;
+  bool refuse = false;
+  cache::CacheError::Kind refuse_kind = cache::CacheError::Kind::kFull;
+  bool fail_reads = false;
+};
+
+// A repo of two folders: pkg/ (with sub/) and other/.
+class ListingHub : public hub::HubClient {
+ public:
+  Expected<hub::Revision, hub::HubError> resolve_revision(std::string_view, Deadline) override {
+    return hub::Revision{std::string(40, 'a'), ""};
+  }
+  Expected<std::vector<RemoteEntry>, hub::HubError> list_folder(std::string_view,
+                                                                std::string_view folder,
+                                                                bool recursive, Deadline,
+                                                                std::size_t) override {
+    ++calls;
+    if (down) return unexpected(hub::HubError{hub::HubErrorKind::kUnavailable, "down", 0, "", ""});
+    if (too_many && recursive) {
+      hub::HubError e{hub::HubErrorKind::kBadResponse, "too many", 0, "TooManyEntries", ""};
+      return unexpected(e);
+    }
+    std::vector<RemoteEntry> all = {dir("pkg"), dir("pkg/sub"), file("pkg/a.whl"),
+                                    file("pkg/sub/b.whl"), dir("other"), file("other/c.whl"),
+                                    file("README.md")};
+    std::vector<RemoteEntry> out;
+    for (const auto& e : all) {
+      const auto slash = e.path.rfind('/');
+      const std::string parent = slash == std::string::npos ? "" : e.path.substr(0, slash);
+      const bool under = folder.empty() || e.path.starts_with(std::string(folder) + "/");
+      if (recursive ? under : parent == folder) out.push_back(e);
+    }
+    return out;
+  }
+  using HubClient::read_range;
+  Expected<void, hub::HubError> read_range(const hub::FileRef&, std::uint64_t,
+                                           std::span<std::byte>, Deadline,
+                                           const CancelFlag*) override {
+    return unexpected(hub::HubError{hub::HubErrorKind::kUnavailable, "no", 0, "", ""});
+  }
+  const hub::HubStats& stats() const override { return stats_; }
+  void cancel() override {}
+
+  int calls = 0;
+  bool down = false;
+  bool too_many = false;
+
+ private:
+  hub::HubStats stats_;
+};
+
+class ListingSourceTest : public ::testing::Test {
+ protected:
+  MemoryMetadata store;
+  ListingHub hub;
+  const std::string commit = std::string(40, 'c');
+  CachedListingSource source{hub, store, "https://hub.example", "org/repo", 5s};
+};
+
+std::vector<std::string> paths(const std::vector<RemoteEntry>& entries) {
+  std::vector<std::string> out;
+  for (const auto& e : entries) out.push_back(e.path);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST_F(ListingSourceTest, OneRecursiveCallListsAndKeepsEveryFolderOfTheSubtree) {
+  auto root = source.list(commit, "");
+  ASSERT_TRUE(root);
+  EXPECT_EQ(paths(*root), (std::vector<std::string>{"README.md", "other", "pkg"}));
+  EXPECT_EQ(hub.calls, 1);
+  // Every folder of the subtree came with it: no further request.
+  EXPECT_EQ(paths(source.list(commit, "pkg").value()),
+            (std::vector<std::string>{"pkg/a.whl", "pkg/sub"}));
+  EXPECT_EQ(paths(source.list(commit, "pkg/sub").value()),
+            (std::vector<std::string>{"pkg/sub/b.whl"}));
+  EXPECT_EQ(hub.calls, 1);
+  EXPECT_EQ(store.listings.count({"https://hub.example", "org/repo", commit, "pkg/sub"}), 1u);
+}
+
+TEST_F(ListingSourceTest, StoredListingsServeAStartWithTheHubDown) {
+  ASSERT_TRUE(source.list(commit, ""));
+  hub.down = true;
+  CachedListingSource again(hub, store, "https://hub.example", "org/repo", 5s);
+  EXPECT_TRUE(again.list(commit, "pkg"));
+  // Another endpoint's listings are not this one's.
+  CachedListingSource other(hub, store, "http://site-cache:8080", "org/repo", 5s);
+  auto r = other.list(commit, "pkg");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, FsErrorKind::kIo);
+}
+
+TEST_F(ListingSourceTest, AStoreThatRefusesOrLosesListingsCostsRequestsNotErrors) {
+  store.refuse = true;
+  EXPECT_TRUE(source.list(commit, "pkg"));
+  EXPECT_TRUE(source.list(commit, "pkg"));
+  EXPECT_EQ(hub.calls, 2);  // nothing kept: listed again
+  store.refuse = false;
+  store.refuse_kind = cache::CacheError::Kind::kReadOnly;
+  ASSERT_TRUE(source.list(commit, "other"));
+  store.lose_everything();
+  EXPECT_TRUE(source.list(commit, "other"));
+  store.fail_reads = true;
+  EXPECT_TRUE(source.list(commit, "other"));  // a failing store is a miss
+}
+
+TEST_F(ListingSourceTest, AHugeSubtreeIsListedOneFolderAtATime) {
+  hub.too_many = true;
+  auto root = source.list(commit, "");
+  ASSERT_TRUE(root);
+  EXPECT_EQ(paths(*root), (std::vector<std::string>{"README.md", "other", "pkg"}));
+  EXPECT_EQ(hub.calls, 2);  // the recursive attempt, then the folder alone
+  EXPECT_EQ(store.listings.count({"https://hub.example", "org/repo", commit, "pkg"}), 0u);
+}
+
+}  // namespace
+}  // namespace whfs
