@@ -199,6 +199,9 @@ class LmdbBlockCache final : public BlockCache {
                           std::uint32_t first, std::span<const std::byte> data, ContentState* state,
                           std::uint32_t* epoch, bool* skipped);
   Result<ContentState> verify(const ContentId& id, std::uint64_t content_size, bool force);
+  // The blocks of a content whose own checksum fails (damage at rest).
+  Result<std::vector<std::uint32_t>> blocks_failing_checksum(const ContentId& id,
+                                                             std::uint64_t content_size);
   // The digest of the whole content, or nullopt when a block is missing or bad.
   Result<std::optional<std::vector<std::uint8_t>>> hash_content(const ContentId& id,
                                                                 std::uint64_t content_size);
@@ -214,7 +217,7 @@ class LmdbBlockCache final : public BlockCache {
   const Dbs dbs_;
   const BlockGeometry geometry_;
   const bool read_only_;  // a lower tier: no write txn, no pending updates, no pins
-  Holder holder_{};  // this instance's lease holder id (random)
+  Holder holder_{};       // this instance's lease holder id (random)
 
   // Lock order: map_mutex_ (shared for every txn, exclusive to remap) -> LMDB's writer lock ->
   // pins_mu_ -> a PendingShard's mu (leaves, never held across an LMDB call that may block).
@@ -224,7 +227,7 @@ class LmdbBlockCache final : public BlockCache {
   std::mutex pins_mu_;
   std::unordered_map<ContentId, int> pins_;
   std::atomic<std::uint64_t> cap_bytes_{0};  // as stored; refreshed by every write txn
-  int downloads_fd_ = -1;                     // downloads.lock (claims.cpp)
+  int downloads_fd_ = -1;                    // downloads.lock (claims.cpp)
 };
 
 }  // namespace whfs::cache

@@ -5,6 +5,10 @@
 //                                        contents and SHARED contents that every helper
 //                                        writes, verifies all; exit 0 if all good
 //   pin DIR ID READY_FILE                pins ID, creates READY_FILE, sleeps until killed
+//   write-threads DIR SEED N             N threads of write-loop on one cache until killed
+//   plant DIR SHA256 SIZE INDEX          replaces a byte of block INDEX of a stored content
+//                                        (with a valid block checksum), leaving its record
+//                                        "verified": what a hostile writer could do
 //   make-fixture OUT                     writes the golden fixture to OUT/data.mdb
 
 #include <unistd.h>
@@ -17,6 +21,7 @@
 #include <thread>
 
 #include "cache/lmdb.h"
+#include "cache/records.h"
 #include "tests/unit/cache/test_support.h"
 
 namespace t = whfs::cache::testing;
@@ -77,7 +82,7 @@ int write_loop(const std::string& dir, std::uint64_t seed) {
       (void)cache->put_revision("https://hub", "org/repo", "rev" + std::to_string(i % 7),
                                 std::to_string(key), std::chrono::system_clock::now());
       (void)cache->put_listing("https://hub.example", "org/repo", std::to_string(key), "",
-                              t::Fixture::listing());
+                               t::Fixture::listing());
     }
     if (i % 3 == 0) (void)t::read_all(*cache, id, bytes.size());
   }
@@ -106,6 +111,60 @@ int write_set(const std::string& dir, std::uint64_t seed, int count, int shared,
     auto back = t::read_all(*cache, id, bytes.size());
     if (!back || *back != bytes) return fail("read back differs: " + id.to_string());
   }
+  return 0;
+}
+
+int write_threads(const std::string& dir, std::uint64_t seed, int n) {
+  auto cache = open_cache(dir, 64 << 20, 2);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < n; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(seed * 100 + static_cast<std::uint64_t>(t));
+      for (std::uint64_t i = 0;; ++i) {
+        const std::uint64_t key = (seed * 100 + static_cast<std::uint64_t>(t)) * 1000000 + i;
+        const auto bytes = t::self_describing(key, 1 + rng() % 100000, cache->block_size());
+        const ContentId id = id_for(key, bytes);
+        // A put that finds no room or waits too long is a miss for a mount, not a failure;
+        // only wrong bytes are.
+        auto put = cache->put_blocks(id, bytes.size(), 0, bytes);
+        if (!put && put.error().kind != whfs::cache::CacheError::Kind::kFull &&
+            put.error().kind != whfs::cache::CacheError::Kind::kBusy) {
+          fail("put: " + put.error().message);
+          std::_Exit(1);
+        }
+        auto v = cache->verify_content(id, bytes.size());
+        if (!v && v.error().kind == whfs::cache::CacheError::Kind::kCorrupt) {
+          fail("corrupt");
+          std::_Exit(1);
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  return 0;
+}
+
+int plant(const std::string& dir, const std::string& sha, std::uint64_t size, std::uint32_t index) {
+  namespace c = whfs::cache;
+  const auto id = ContentId::from_hex(ContentId::Kind::kSha256, sha);
+  if (!id) return fail("bad sha256");
+  auto env = c::lmdb::Env::open(dir, {.max_dbs = 16, .flags = MDB_NOSYNC});
+  if (!env) return fail(env.error().message());
+  auto txn = c::lmdb::Txn::begin(*env, 0);
+  if (!txn) return fail(txn.error().message());
+  auto dbi = txn->open_dbi(c::kBlocksDb, 0);
+  if (!dbi) return fail(dbi.error().message());
+  const auto key = c::block_key(*id, index);
+  auto v = txn->get(*dbi, key.bytes());
+  if (!v || !*v) return fail("no such block");
+  std::string value(c::lmdb::as_chars(**v));
+  value[8 + (size % 100)] ^= 0x5a;
+  const auto payload = std::as_bytes(std::span(value)).subspan(8);
+  const std::uint64_t sum = c::block_checksum(key.bytes(), payload);
+  for (int i = 0; i < 8; ++i)
+    value[static_cast<std::size_t>(i)] = static_cast<char>(sum >> (8 * i) & 0xff);
+  if (!txn->put(*dbi, key.bytes(), c::lmdb::as_bytes(value))) return fail("put");
+  if (!txn->commit()) return fail("commit");
   return 0;
 }
 
@@ -160,6 +219,12 @@ int main(int argc, char** argv) {
   }
   if (a.size() == 4 && a[0] == "pin") return pin(a[1], a[2], a[3]);
   if (a.size() == 2 && a[0] == "make-fixture") return make_fixture(a[1]);
+  if (a.size() == 4 && a[0] == "write-threads") {
+    return write_threads(a[1], std::stoull(a[2]), std::stoi(a[3]));
+  }
+  if (a.size() == 5 && a[0] == "plant") {
+    return plant(a[1], a[2], std::stoull(a[3]), static_cast<std::uint32_t>(std::stoul(a[4])));
+  }
   std::fprintf(stderr, "usage: see the comment at the top of cache_test_helper.cpp\n");
   return 2;
 }

@@ -2,12 +2,18 @@
 // directory), writing the same and different contents at once.
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 
 #include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
 
 #include "cache/block_cache.h"
+#include "cache/lmdb.h"
+#include "cache/records.h"
 #include "tests/unit/cache/test_support.h"
 
 namespace whfs::cache {
@@ -95,6 +101,87 @@ TEST(MultiProcessTest, ReaderAdoptsAMapGrownByAnotherProcess) {
   EXPECT_GT(st.map_bytes, 2u << 20);
   const auto more = testing::self_describing(8, 10 * c->block_size(), c->block_size());
   testing::put_all(*c, testing::sha256_of(more), more);
+}
+
+// Walks every DB of the store with cursors (as the power-loss check does): false on any error.
+bool structure_ok(const fs::path& dir) {
+  auto env = lmdb::Env::open(dir.string(), {.max_dbs = 16, .flags = MDB_RDONLY | MDB_NOTLS});
+  if (!env) return false;
+  auto txn = lmdb::Txn::begin(*env, MDB_RDONLY);
+  if (!txn) return false;
+  for (const char* name :
+       {kMetaDb, kBlocksDb, kContentsDb, kLruDb, kLeasesDb, kRevisionsDb, kListingsDb}) {
+    auto dbi = txn->open_dbi(name, 0);
+    if (!dbi) return false;
+    auto cur = lmdb::Cursor::open(*txn, *dbi);
+    if (!cur) return false;
+    for (auto e = cur->first();; e = cur->next()) {
+      if (!e) return false;
+      if (!*e) break;
+    }
+  }
+  return true;
+}
+
+TEST(MultiProcessTest, KilledWritersInAnotherPidNamespaceNeverLetTwoWritersIn) {
+  // LMDB's robust writer mutex records its owner by thread id. Two daemons started the same
+  // way in two PID namespaces have the same thread ids, and a thread killed while it waited
+  // for the mutex could make the kernel think the other side's live writer died: two writers
+  // at once, a broken store. Our own OFD lock around every write txn means no thread ever
+  // waits on that mutex. Here one side writes from 4 threads without stopping while the other
+  // side (4 threads with the same ids, in its own namespace) is started and SIGKILLed again
+  // and again, its threads mostly waiting for the write lock.
+  ASSERT_TRUE(unshare_works()) << "`unshare --pid --fork` is not permitted here";
+  TempDir dir;
+  const fs::path cache = dir / "cache";
+  { auto c = testing::open_or_die(testing::test_options(cache, 64 << 20, 2)); }
+  const fs::path steady_out = dir / "steady.out";
+  const pid_t steady =
+      testing::spawn_helper({"write-threads", cache.string(), "1", "4"}, true, steady_out);
+  ASSERT_GT(steady, 0);
+  auto output = [&] {
+    std::ifstream in(steady_out);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  };
+  std::mt19937_64 rng(42);
+  constexpr int kRounds = 60;
+  for (int round = 0; round < kRounds; ++round) {
+    const pid_t victim = testing::spawn_helper(
+        {"write-threads", cache.string(), std::to_string(2 + round), "4"}, true);
+    ASSERT_GT(victim, 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(30 + rng() % 120));
+    ::kill(victim, SIGKILL);
+    EXPECT_EQ(testing::wait_exit(victim), 128 + SIGKILL) << "round " << round;
+    ASSERT_EQ(::waitpid(steady, nullptr, WNOHANG), 0)
+        << "the steady writer died, round " << round << ": " << output();
+  }
+  ::kill(steady, SIGKILL);
+  testing::wait_exit(steady);
+  ASSERT_TRUE(structure_ok(cache)) << "the store's B-trees are damaged";
+  auto c = testing::open_or_die(testing::test_options(cache, 0));
+  auto report = c->verify_all();
+  ASSERT_TRUE(report) << report.error().message;
+  EXPECT_EQ(report->corrupt, 0u);
+  EXPECT_GT(report->checked, 0u);
+  auto contents = c->list_contents();
+  ASSERT_TRUE(contents);
+  for (const ContentInfo& info : *contents) {
+    std::uint32_t seen = 0;
+    auto missing = c->read_blocks(
+        info.id, info.size, 0, info.state.total,
+        [&](std::uint32_t i, std::span<const std::byte> d) {
+          ++seen;
+          EXPECT_TRUE(testing::block_is_genuine(d, i, c->block_size())) << info.id.to_string();
+        },
+        BlockStore::ReadMode::kPartial);
+    ASSERT_TRUE(missing);
+  }
+  const auto st = c->stats().value();
+  EXPECT_EQ(st.counters.corrupt_blocks, 0u);
+  std::printf("%d rounds, %llu contents checked\n", kRounds,
+              static_cast<unsigned long long>(report->checked));
 }
 
 }  // namespace

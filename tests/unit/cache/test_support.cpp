@@ -170,7 +170,9 @@ void edit_raw_block(const fs::path& dir, const ContentId& id, std::uint32_t inde
 pid_t spawn_helper(const std::vector<std::string>& args, bool new_pid_namespace,
                    const fs::path& stdout_file) {
   std::vector<std::string> argv;
-  if (new_pid_namespace) argv = {"/usr/bin/unshare", "--pid", "--fork"};
+  // --kill-child: killing unshare kills the namespace's first process, and with it the
+  // namespace (as a container is stopped).
+  if (new_pid_namespace) argv = {"/usr/bin/unshare", "--pid", "--fork", "--kill-child"};
   argv.push_back(WHFS_CACHE_TEST_HELPER);
   argv.insert(argv.end(), args.begin(), args.end());
   std::vector<char*> cargv;
@@ -181,6 +183,7 @@ pid_t spawn_helper(const std::vector<std::string>& args, bool new_pid_namespace,
   if (!stdout_file.empty()) {
     posix_spawn_file_actions_addopen(&actions, 1, stdout_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
                                      0644);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);  // its complaints land there too
   }
   pid_t pid = -1;
   const int rc = ::posix_spawn(&pid, cargv[0], &actions, nullptr, cargv.data(), environ);
