@@ -49,6 +49,7 @@ class MemoryStore : public cache::BlockStore {
     std::lock_guard lock(mu_);
     puts++;
     if (full) return cache::cache_error(cache::CacheError::Kind::kFull, "full");
+    if (refuse) return cache::cache_error(*refuse, "refused");
     auto& c = contents_[id.to_string()];
     for (std::size_t off = 0; off < data.size(); off += block_) {
       const auto n = std::min<std::size_t>(block_, data.size() - off);
@@ -85,6 +86,18 @@ class MemoryStore : public cache::BlockStore {
   std::atomic<int> hashed{0};  // verifications that hashed the bytes
   std::atomic<int> pins{0};
   std::atomic<bool> full{false};
+  std::optional<cache::CacheError::Kind> refuse;  // every put fails so (kBusy, kReadOnly...)
+
+  // What a shared cache can do to a content behind a reader's back.
+  void lose(const cache::ContentId& id) {  // evicted (by this or another process)
+    std::lock_guard lock(mu_);
+    contents_.erase(id.to_string());
+  }
+  void corrupt_block(const cache::ContentId& id, std::uint32_t index) {  // damage or malice
+    std::lock_guard lock(mu_);
+    auto& b = contents_[id.to_string()].blocks[index];
+    if (!b.empty()) b[0] = static_cast<char>(~b[0]);
+  }
   std::string last_read;  // the content of the latest read_blocks (under mu_)
 
  private:

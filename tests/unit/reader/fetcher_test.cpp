@@ -319,6 +319,44 @@ TEST_F(FetcherTest, AContentVerifiedElsewhereIsServedAfterOneHashHere) {
   t.release(*g);
 }
 
+TEST_F(FetcherTest, AContentLostFromUnderAReaderIsDownloadedAgain) {
+  Reader r(store, hub, ReaderConfig{config(), {}});
+  auto f = r.open(content, false);
+  EXPECT_EQ(read(r, *f, 0, 100), bytes.substr(0, 100));
+  const int before = calls();
+  store.lose(content.id);  // evicted by another process between two reads
+  EXPECT_EQ(read(r, *f, 5000, 100), bytes.substr(5000, 100));
+  EXPECT_GT(calls(), before);
+  r.release(*f);
+}
+
+TEST_F(FetcherTest, ABlockChangedAfterVerificationIsCaughtByTheNextProcess) {
+  {
+    Reader r(store, hub, ReaderConfig{config(), {}});
+    auto f = r.open(content, false);
+    EXPECT_EQ(read(r, *f, 0, 100), bytes.substr(0, 100));
+    r.release(*f);
+  }
+  store.corrupt_block(content.id, 2);  // the record still says "verified"
+  Reader next(store, hub, ReaderConfig{config(), {}});
+  auto g = next.open(content, false);
+  EXPECT_EQ(read(next, *g, 2 * kBlock, 100), bytes.substr(2 * kBlock, 100));
+  EXPECT_GE(next.stats().corrupt, 1u);
+  next.release(*g);
+}
+
+TEST_F(FetcherTest, AStoreThatRefusesEveryPutStillServesVerifiedBytes) {
+  for (const auto kind : {cache::CacheError::Kind::kBusy, cache::CacheError::Kind::kReadOnly}) {
+    MemoryStore refusing{kBlock};
+    refusing.refuse = kind;
+    Reader r(refusing, hub, ReaderConfig{config(), {}});
+    auto f = r.open(content, false);
+    EXPECT_EQ(read(r, *f, 3000, 2000), bytes.substr(3000, 2000));
+    EXPECT_EQ(r.stats().in_memory, 1u);
+    r.release(*f);
+  }
+}
+
 // ---- the memory path -------------------------------------------------------------------
 
 TEST_F(FetcherTest, AContentTheCacheCannotKeepIsVerifiedAndServedFromMemory) {
