@@ -41,16 +41,47 @@ FsErr Filesystem::convert(const reader::ReadError& e) {
   return {FsErrorKind::kIo, e.message};
 }
 
-Expected<ns::Attr, FsErr> Filesystem::lookup(Ino parent, const std::string& name) {
+std::string Filesystem::report_of(const ns::Node& node, const Caller& caller) {
+  const std::string& folder_report = node.bytes ? *node.bytes : std::string();
+  return callers_ != nullptr ? callers_->report(caller, node.key, folder_report) : folder_report;
+}
+
+void Filesystem::per_caller_attr(const ns::Node& node, ns::Attr& attr, const Caller& caller) {
+  if (!node.per_caller) return;
+  if (node.kind == ns::NodeKind::kSymlink) {
+    attr.size = callers_ != nullptr ? callers_->link(caller).size() : 0;
+  } else {
+    attr.size = report_of(node, caller).size();
+  }
+}
+
+Expected<ns::Attr, FsErr> Filesystem::lookup(Ino parent, const std::string& name,
+                                             const Caller& caller) {
   auto r = names_.lookup(parent, name);
   if (!r) return unexpected(r.error());
+  if (r->per_caller) {
+    if (auto node = names_.node(r->ino)) per_caller_attr(**node, *r, caller);
+  }
   return *r;
 }
 
-Expected<ns::Attr, FsErr> Filesystem::getattr(Ino ino) {
+Expected<ns::Attr, FsErr> Filesystem::getattr(Ino ino, const Caller& caller) {
   auto r = names_.getattr(ino);
   if (!r) return unexpected(r.error());
+  if (r->per_caller) {
+    if (auto node = names_.node(ino)) per_caller_attr(**node, *r, caller);
+  }
   return *r;
+}
+
+Expected<std::string, FsErr> Filesystem::readlink(Ino ino, const Caller& caller) {
+  auto node = names_.node(ino);
+  if (!node) return unexpected(node.error());
+  if ((*node)->kind != ns::NodeKind::kSymlink) {
+    return unexpected(FsErr{FsErrorKind::kInvalid, "not a symbolic link"});
+  }
+  if (callers_ == nullptr) return unexpected(FsErr{FsErrorKind::kNotFound, (*node)->name});
+  return callers_->link(caller);
 }
 
 Expected<std::unique_ptr<DirHandle>, FsErr> Filesystem::opendir(Ino ino) {
@@ -58,10 +89,12 @@ Expected<std::unique_ptr<DirHandle>, FsErr> Filesystem::opendir(Ino ino) {
   if (!entries) return unexpected(entries.error());
   auto h = std::make_unique<DirHandle>();
   h->entries = std::move(entries).value();
+  if (auto node = names_.node(ino)) h->cacheable = !(*node)->make_missing;
   return h;
 }
 
-Expected<std::unique_ptr<FileHandle>, FsErr> Filesystem::open(Ino ino, bool for_writing) {
+Expected<std::unique_ptr<FileHandle>, FsErr> Filesystem::open(Ino ino, bool for_writing,
+                                                              const Caller& caller) {
   auto node = names_.node(ino);
   if (!node) return unexpected(node.error());
   if ((*node)->is_dir()) return unexpected(FsErr{FsErrorKind::kIsDir, (*node)->name});
@@ -70,6 +103,11 @@ Expected<std::unique_ptr<FileHandle>, FsErr> Filesystem::open(Ino ino, bool for_
   h->node = *node;
   if (auto content = content_of(**node)) {
     h->remote = reader_.open(*content, ends_with_whl((*node)->name));
+  } else if ((*node)->per_caller) {
+    h->bytes = std::make_shared<const std::string>(report_of(**node, caller));
+    h->direct_io = true;
+  } else {
+    h->bytes = (*node)->bytes;
   }
   return h;
 }
@@ -79,7 +117,7 @@ Expected<void, FsErr> Filesystem::read(FileHandle& fh, std::uint64_t offset, std
   if (!fh.remote) {
     // A synthetic file: its bytes are in memory.
     static const std::string kNone;
-    const std::string& bytes = fh.node->bytes ? *fh.node->bytes : kNone;  // no copy
+    const std::string& bytes = fh.bytes ? *fh.bytes : kNone;  // no copy
     iovec iov{};
     if (offset < bytes.size()) {
       iov.iov_base = const_cast<char*>(bytes.data() + offset);

@@ -2,6 +2,8 @@
 // The filesystem in domain types: what each FUSE operation means here, independent of
 // libfuse. The FUSE adapter (fs/fuse/) decodes a request, calls one method, and replies.
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -18,13 +20,38 @@ namespace whfs {
 
 using ns::Ino;
 
+// The process behind a request, as the kernel names it (pid 0: outside the mount's PID
+// namespace).
+struct Caller {
+  pid_t pid = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+// Answers for what depends on who asks (ns::Node::per_caller): where `current` leads and what a
+// .target report says to the process that reads it.
+class CallerViews {
+ public:
+  virtual ~CallerViews() = default;
+  // The link text of `current` for this process: "targets/<key>".
+  virtual std::string link(const Caller& caller) = 0;
+  // The .target report of the folder of `key` (`folder_report`, the same for everyone) as
+  // this process reads it.
+  virtual std::string report(const Caller& caller, const std::string& key,
+                             const std::string& folder_report) = 0;
+};
+
 struct FileHandle {
   std::shared_ptr<const ns::Node> node;      // what was opened
-  std::unique_ptr<reader::OpenFile> remote;  // remote bytes (files and current/ entries)
+  std::unique_ptr<reader::OpenFile> remote;  // remote bytes (files and target folder entries)
+  std::shared_ptr<const std::string> bytes;  // a synthetic file's bytes for this opener
+  bool direct_io = false;                    // per caller: never in the page cache
 };
 
 struct DirHandle {
   std::vector<ns::DirEntry> entries;  // a snapshot taken at opendir
+  // The kernel may keep the listing (false for targets/, which grows as keys are looked up).
+  bool cacheable = true;
 };
 
 struct FsStats {
@@ -45,13 +72,16 @@ class Filesystem {
  public:
   Filesystem(ns::Namespace& names, reader::Reader& reader, FilesystemConfig config);
 
-  Expected<ns::Attr, FsErr> lookup(Ino parent, const std::string& name);
+  Expected<ns::Attr, FsErr> lookup(Ino parent, const std::string& name, const Caller& caller);
   void forget(Ino ino, std::uint64_t n) { names_.forget(ino, n); }
-  Expected<ns::Attr, FsErr> getattr(Ino ino);
+  Expected<ns::Attr, FsErr> getattr(Ino ino, const Caller& caller);
+  // The text of a symbolic link, for this caller.
+  Expected<std::string, FsErr> readlink(Ino ino, const Caller& caller);
   Expected<std::unique_ptr<DirHandle>, FsErr> opendir(Ino ino);
   // A readdirplus entry handed to the kernel counts as a lookup.
   void count_lookup(Ino ino) { names_.ref(ino); }
-  Expected<std::unique_ptr<FileHandle>, FsErr> open(Ino ino, bool for_writing);
+  Expected<std::unique_ptr<FileHandle>, FsErr> open(Ino ino, bool for_writing,
+                                                    const Caller& caller);
   // `cancel` (may be null) is raised when the caller goes away while the read waits.
   Expected<void, FsErr> read(FileHandle& fh, std::uint64_t offset, std::size_t size,
                              CancelFlag* cancel, reader::Reader::ReplyFn reply);
@@ -65,14 +95,20 @@ class Filesystem {
 
   // The JSON behind user.wheelhouse.status on the root (set by the mount).
   void set_status_provider(std::function<std::string()> provider) { status_ = std::move(provider); }
+  // Who answers for per-caller nodes (set by the mount before it serves; null: none exist).
+  void set_caller_views(CallerViews* views) { callers_ = views; }
 
  private:
   static FsErr convert(const reader::ReadError& e);
+  // A per-caller node's size for this caller (its link or its report).
+  void per_caller_attr(const ns::Node& node, ns::Attr& attr, const Caller& caller);
+  std::string report_of(const ns::Node& node, const Caller& caller);
 
   ns::Namespace& names_;
   reader::Reader& reader_;
   FilesystemConfig config_;
   std::function<std::string()> status_;
+  CallerViews* callers_ = nullptr;
 };
 
 // The content a remote file node reads (a current/ entry reads its alias).

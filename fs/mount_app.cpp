@@ -16,6 +16,7 @@
 
 #include "cache/block_cache.h"
 #include "cache/tiered_cache.h"
+#include "fs/caller_views.h"
 #include "fs/common/log.h"
 #include "fs/common/version.h"
 #include "fs/filesystem.h"
@@ -23,10 +24,12 @@
 #include "fs/hub/hub_client.h"
 #include "fs/hub/offline_hub.h"
 #include "fs/listing_source.h"
-#include "fs/namespace/current_view.h"
 #include "fs/namespace/namespace.h"
+#include "fs/namespace/targets_view.h"
 #include "fs/reader/reader.h"
 #include "fs/stats_json.h"
+#include "fs/target/caller_targets.h"
+#include "fs/target/gpu_probe.h"
 #include "fs/target/target.h"
 
 namespace whfs {
@@ -57,8 +60,8 @@ class MountApp {
       return 1;
     }
     mounted_at_ = std::time(nullptr);
-    spdlog::info("mounted {}@{} (commit {}{}) on {}; current/ matches {}", repo_.id, o_.revision,
-                 names_->commit(), offline_note_, o_.mountpoint, current_->summary());
+    spdlog::info("mounted {}@{} (commit {}{}) on {}; {}", repo_.id, o_.revision, names_->commit(),
+                 offline_note_, o_.mountpoint, gpu_summary());
     hooks_.ready();
     std::thread signals([this] { wait_for_signals(); });
     std::thread refresher([this] { refresh_loop(); });
@@ -88,13 +91,11 @@ class MountApp {
     ::signal(SIGPIPE, SIG_IGN);
 
     if (auto v = target::validate_overrides(o_.target); !v) return unexpected(v.error());
-    // Detect the target first, before any thread exists (the GPU probe forks).
-    detect_options_ = target::default_detect_options([](const char* n) { return std::getenv(n); });
-    target::Target detected;
-    if (o_.current) {
-      detected = target::detect_target(o_.target, detect_options_);
-      last_target_json_ = target::to_json(detected).dump();
+    if (auto v = target::check_trusted_library(o_.target.cudart); !v) {
+      return unexpected(v.error());
     }
+    // The GPUs first, before any thread exists (the probe forks).
+    target::GpuReport gpus = o_.current ? probe_gpus() : target::GpuReport{};
 
     auto repo = hub::parse_repo_ref(o_.repo);
     if (!repo) return unexpected(repo.error());
@@ -118,12 +119,16 @@ class MountApp {
     }
     if (auto r = resolve_at_mount(); !r) return r;
 
-    listings_ =
-        std::make_unique<CachedListingSource>(*hub_, *cache_, endpoint_, repo_.id, 60s);
-    current_ = std::make_unique<ns::CurrentView>(*listings_);
-    current_->set_target(std::move(detected));
+    listings_ = std::make_unique<CachedListingSource>(*hub_, *cache_, endpoint_, repo_.id, 60s);
+    target::CallerTargetsConfig tc;
+    tc.overrides = o_.target;
+    tc.per_caller = o_.current_per_caller;
+    callers_ =
+        std::make_unique<target::CallerTargets>(tc, std::move(gpus), target::host_platform());
+    views_ = std::make_unique<TargetCallerViews>(*callers_);
+    targets_ = std::make_unique<ns::TargetsView>(*listings_, callers_->host());
     names_ = std::make_unique<ns::Namespace>(*listings_, commit_, mtime_);
-    if (o_.current) names_->set_synthetic_root(current_.get());
+    if (o_.current) names_->set_synthetic_root(targets_.get());
     reader::ReaderConfig rc;
     rc.fetcher.workers = o_.connections;
     rc.fetcher.max_request = std::max<std::uint64_t>(1 << 20, o_.readahead / o_.connections);
@@ -137,6 +142,7 @@ class MountApp {
     fs_ = std::make_unique<Filesystem>(
         *names_, *reader_, FilesystemConfig{o_.read_timeout, repo_.id, o_.revision, o_.cache_size});
     fs_->set_status_provider([this] { return status_json(); });
+    fs_->set_caller_views(views_.get());
 
     // List the root now: a repository that cannot be listed fails the mount, not the first ls.
     if (auto root = names_->readdir(ns::kRootIno, false); !root) {
@@ -238,9 +244,10 @@ class MountApp {
       return {};
     }
     if (o_.cache_upper.empty()) {
-      spdlog::info("cache {} is read-only: it serves what it holds; new files are verified in "
-                   "memory and not kept (cache_upper= gives them a writable cache)",
-                   o_.cache_dir);
+      spdlog::info(
+          "cache {} is read-only: it serves what it holds; new files are verified in "
+          "memory and not kept (cache_upper= gives them a writable cache)",
+          o_.cache_dir);
       cache_ = std::move(cache).value();
       return {};
     }
@@ -257,8 +264,8 @@ class MountApp {
                         ": give an empty cache_upper");
     }
     spdlog::info("cache: {} (read-only) under {}", o_.cache_dir, o_.cache_upper);
-    cache_ = std::make_unique<cache::TieredCache>(std::move(cache).value(),
-                                                  std::move(upper).value());
+    cache_ =
+        std::make_unique<cache::TieredCache>(std::move(cache).value(), std::move(upper).value());
     return {};
   }
 
@@ -346,24 +353,41 @@ class MountApp {
                  inodes.size());
   }
 
-  // SIGHUP and the refresh= timer: the target again (a GPU or torch may have changed), then
-  // the revision.
-  void refresh() {
-    target::Target detected =
-        o_.current ? target::detect_target(o_.target, detect_options_) : target::Target{};
-    const std::string target_json = target::to_json(detected).dump();
-    bool target_changed = false;
-    {
-      std::lock_guard lock(target_mu_);
-      target_changed = target_json != last_target_json_;
+  // The machine's GPUs, unless arch= makes them irrelevant. The mount owner's libraries
+  // only (cudart=, the system's); every device, whatever this daemon's CUDA_VISIBLE_DEVICES.
+  target::GpuReport probe_gpus() const {
+    if (!o_.target.arch.empty()) {
+      target::GpuReport r;
+      r.error = "not probed: arch=" + o_.target.arch + " is set";
+      return r;
     }
-    if (target_changed) {
-      {
-        std::lock_guard lock(target_mu_);
-        last_target_json_ = target_json;
-      }
-      current_->set_target(std::move(detected));
-      spdlog::info("refresh: the target is now {}", current_->summary());
+    target::GpuProbeOptions g;
+    g.cudart = o_.target.cudart;
+    return target::probe_gpus(g);
+  }
+
+  std::string gpu_summary() const {
+    if (!o_.current) return "no current/";
+    const auto g = callers_->gpus();
+    std::string s =
+        o_.current_per_caller ? "current/ follows each process" : "current/ is the mount's";
+    if (!g.found()) return s + "; GPUs: " + g.error;
+    s += "; GPUs:";
+    for (const auto& d : g.devices) s += " " + std::to_string(d.index) + ":" + d.arch();
+    return s + " (" + target::to_string(g.api) + " " + g.library + ")";
+  }
+
+  // SIGHUP and the refresh= timer: the GPUs again (a driver was installed, a GPU went away),
+  // then the revision. A process's own target is read again as its files change (see
+  // caller_targets.h), with no refresh.
+  void refresh() {
+    if (o_.current) {
+      target::GpuReport gpus = probe_gpus();
+      const auto before = callers_->gpus();
+      const bool changed = target::arch_set(gpus.devices) != target::arch_set(before.devices) ||
+                           gpus.devices.size() != before.devices.size();
+      callers_->set_gpus(std::move(gpus));
+      if (changed) spdlog::info("refresh: {}", gpu_summary());
     }
     std::string commit = names_->commit();
     std::int64_t mtime = names_->mtime();
@@ -377,24 +401,17 @@ class MountApp {
       }
     }
     const std::string old = names_->commit();
-    if (commit == old && !target_changed) {
+    if (commit == old) {
       spdlog::info("refresh: {}@{} is still at {}", repo_.id, o_.revision, old);
       return;
     }
-    auto inv = names_->switch_to(commit, mtime, target_changed);
+    auto inv = names_->switch_to(commit, mtime);
     if (!inv) {
       spdlog::warn("refresh to {} failed: {}", commit, inv.error().message);
       return;
     }
     fuse_->invalidate(*inv);
     refreshes_++;
-    if (commit == old) {
-      spdlog::info(
-          "refresh: current/ rebuilt for the new target ({} entries and {} inodes "
-          "invalidated)",
-          inv->entries.size(), inv->inodes.size());
-      return;
-    }
     record_revision(commit);
     spdlog::info("refresh: {}@{} moved from {} to {} ({} entries and {} inodes invalidated)",
                  repo_.id, o_.revision, old, commit, inv->entries.size(), inv->inodes.size());
@@ -415,14 +432,7 @@ class MountApp {
     j["refreshes"] = refreshes_.load();
     j["inodes"] = names_->inode_count();
     j["serving"] = o_.streaming ? "streaming" : "verified";
-    {
-      std::lock_guard lock(target_mu_);
-      // (No detail without current/: an empty text is not JSON, and a discarded value would
-      // make the whole status unparseable.)
-      auto detail = nlohmann::json::parse(last_target_json_, nullptr, false);
-      j["target"] = {{"summary", current_->summary()},
-                     {"detail", detail.is_discarded() ? nlohmann::json(nullptr) : detail}};
-    }
+    j["targets"] = o_.current ? callers_->status_json() : nlohmann::json(nullptr);
     j["hub"] = hub_stats_json(hub_->stats());
     j["fetch"] = fetch_stats_json(reader_->stats());
     j["recent_problems"] = recent_problems();
@@ -441,15 +451,14 @@ class MountApp {
   std::string offline_note_;
   std::int64_t mounted_at_ = 0;
   std::atomic<std::uint64_t> refreshes_{0};
-  target::DetectOptions detect_options_;
-  std::mutex target_mu_;  // guards last_target_json_ (status readers, the refresh thread)
-  std::string last_target_json_;
 
   // Declared in construction order; destroyed in reverse (the FUSE mount first).
   std::unique_ptr<cache::BlockCache> cache_;
   std::unique_ptr<hub::HubClient> hub_;
   std::unique_ptr<CachedListingSource> listings_;
-  std::unique_ptr<ns::CurrentView> current_;
+  std::unique_ptr<target::CallerTargets> callers_;
+  std::unique_ptr<TargetCallerViews> views_;
+  std::unique_ptr<ns::TargetsView> targets_;
   std::unique_ptr<ns::Namespace> names_;
   std::unique_ptr<reader::Reader> reader_;
   std::unique_ptr<Filesystem> fs_;

@@ -100,6 +100,17 @@ Expected<void, std::string> apply_option(MountOptions& o, const std::string& ite
     o.current = false;
     return {};
   }
+  if (key == "current") {
+    if (auto r = need_value(); !r) return r;
+    if (value != "caller" && value != "mount") {
+      return unexpected(
+          "current must be caller (each process's own target) or mount (the "
+          "mount's), got '" +
+          shown(value) + "'");
+    }
+    o.current_per_caller = value == "caller";
+    return {};
+  }
   const std::pair<const char*, bool*> flags[] = {{"offline", &o.offline},
                                                  {"streaming", &o.streaming},
                                                  {"insecure_token", &o.insecure_token},
@@ -263,7 +274,8 @@ std::string mount_usage(const std::string& program) {
 
 Mounts a Hugging Face Hub dataset of prebuilt wheels (REPO, default
 DoctorPopi/python_wheelhouse) read-only on MOUNTPOINT, fetching files lazily into a
-local block cache. current/ shows the wheels that run on this machine.
+local block cache. current/ shows the wheels that run for the process that looks: its
+Python, its torch and CUDA, the GPUs it may use; targets/KEY/ those of any target.
 
   -f                  stay in the foreground (logs to stderr)
   -d                  foreground with debug logs and libfuse's request trace
@@ -304,11 +316,17 @@ local block cache. current/ shows the wheels that run on this machine.
                       the token); for debugging
   -o readahead=SIZE   bytes fetched ahead of sequential readers (default 64M)
   -o connections=N    parallel ranged GETs (default 16)
-  -o nocurrent        no current/ folder (just the dataset's tree)
-  -o python=PATH      the Python whose torch and wheel tags current/ matches (default python3)
-  -o cudart=PATH      libcudart to query for the GPU (default: search)
+  -o nocurrent        no current or targets/ (just the dataset's tree)
+  -o current=MODE     caller (default): current/ follows each process (the Python it runs or
+                      would run, its venv or conda env, its CUDA_VISIBLE_DEVICES); mount: one
+                      target for every process, the mount's own
+  -o python=PATH      the Python whose torch and wheel tags current/ matches, for every
+                      process (read from its files, never run)
+  -o cudart=PATH      libcudart to query for the GPUs (default: the system's; as root it
+                      must be root's and not writable by others)
   -o arch=sm89,torch=2.9,cuda=12.8,python_tag=cp312
-                      override what current/ detects (also $WHEELHOUSE_ARCH, ...)
+                      fix that part of the target for every process (also $WHEELHOUSE_ARCH,
+                      ...); arch=sm80+sm86 for a set of GPUs
   -o allow_other,default_permissions,auto_unmount,fsname=NAME,max_read=N
                       passed to FUSE
   -h, --help          this text

@@ -24,8 +24,8 @@ struct MountOptions {
   std::string endpoint;  // empty: HF_ENDPOINT, else https://huggingface.co
   std::string token_file;
   std::string cache_dir;
-  std::string cache_upper;  // writable tier over a read-only cache_dir
-  std::string cache_group;  // share the cache with this group (else private)
+  std::string cache_upper;     // writable tier over a read-only cache_dir
+  std::string cache_group;     // share the cache with this group (else private)
   bool cache_trusted = false;  // trust other processes' verification of shared contents
   std::uint64_t cache_size = 20ull << 30;
   bool offline = false;             // offline option or HF_HUB_OFFLINE: no requests at all
@@ -44,7 +44,10 @@ struct MountOptions {
   std::uint64_t readahead = 64ull << 20;  // bytes in flight for readahead and prefetch
   unsigned connections = 16;              // parallel ranged GETs
   TargetOverrides target;
-  bool current = true;                    // the current/ view (nocurrent hides it)
+  bool current = true;  // current and targets/ (nocurrent hides them)
+  // current=caller (default): each process's own target; current=mount: the mount's own, for
+  // every process (its environment, python= and the overrides).
+  bool current_per_caller = true;
   std::vector<std::string> fuse_options;  // passed to libfuse (allow_other, ...)
   bool show_help = false;
   bool show_version = false;

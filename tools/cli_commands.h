@@ -1,6 +1,8 @@
 #pragma once
 // The subcommands of `wheelhouse` (tools/wheelhouse.cpp parses the command line).
 
+#include <sys/types.h>
+
 #include <string>
 #include <vector>
 
@@ -14,15 +16,21 @@ struct CommonOptions {
   std::vector<std::string> target_options;  // detect: python=, arch=, ...
 };
 
+struct DetectOptions {
+  pid_t pid = 0;          // the process whose target to show (0: this one, i.e. its shell's)
+  bool key_only = false;  // print only the key (for scripts: targets/$(wheelhouse detect --key))
+};
+
 struct PrefetchOptions {
   std::string mountpoint = "/mnt/wheelhouse";
+  std::vector<std::string> targets;  // keys: targets/KEY/ (with current_packages: those)
   std::vector<std::string> current_packages;
   bool current_given = false;
   std::vector<std::string> paths;
   int jobs = 4;
 };
 
-int run_detect(const CommonOptions& o);
+int run_detect(const CommonOptions& o, const DetectOptions& d);
 int run_status(const std::string& mountpoint, const CommonOptions& o);
 int run_cache_stats(const CommonOptions& o);
 int run_cache_ls(const CommonOptions& o);

@@ -1,24 +1,35 @@
-// wheelhouse detect: the target current/ would match on this machine, axis by axis, with where
-// each value came from (the same detection the mount runs).
+// wheelhouse detect: the target current/ leads this shell (or process --pid) to, axis by axis,
+// with where each value came from: the same reading of files the mount does for whoever asks.
+
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "fs/target/target.h"
+#include "fs/target/caller_targets.h"
+#include "fs/target/gpu_probe.h"
 #include "tools/cli_commands.h"
 
 namespace whfs::cli {
+namespace {
 
-int run_detect(const CommonOptions& o) {
+const char* env_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? v : "";
+}
+
+}  // namespace
+
+int run_detect(const CommonOptions& o, const DetectOptions& d) {
   TargetOverrides ov;
-  ov.arch = std::getenv("WHEELHOUSE_ARCH") ? std::getenv("WHEELHOUSE_ARCH") : "";
-  ov.torch = std::getenv("WHEELHOUSE_TORCH") ? std::getenv("WHEELHOUSE_TORCH") : "";
-  ov.cuda = std::getenv("WHEELHOUSE_CUDA") ? std::getenv("WHEELHOUSE_CUDA") : "";
-  ov.python_tag = std::getenv("WHEELHOUSE_PYTHON_TAG") ? std::getenv("WHEELHOUSE_PYTHON_TAG") : "";
-  ov.python = std::getenv("WHEELHOUSE_PYTHON") ? std::getenv("WHEELHOUSE_PYTHON") : "";
-  ov.cudart = std::getenv("WHEELHOUSE_CUDART") ? std::getenv("WHEELHOUSE_CUDART") : "";
+  ov.arch = env_or_empty("WHEELHOUSE_ARCH");
+  ov.torch = env_or_empty("WHEELHOUSE_TORCH");
+  ov.cuda = env_or_empty("WHEELHOUSE_CUDA");
+  ov.python_tag = env_or_empty("WHEELHOUSE_PYTHON_TAG");
+  ov.python = env_or_empty("WHEELHOUSE_PYTHON");
+  ov.cudart = env_or_empty("WHEELHOUSE_CUDART");
   for (const auto& item : o.target_options) {
     const auto eq = item.find('=');
     const std::string key = item.substr(0, eq);
@@ -43,10 +54,28 @@ int run_detect(const CommonOptions& o) {
     std::fprintf(stderr, "wheelhouse: %s\n", v.error().c_str());
     return kUsage;
   }
-  const target::Target t = target::detect_target(
-      ov, target::default_detect_options([](const char* n) { return std::getenv(n); }));
-  const nlohmann::json j = target::to_json(t);
-  if (o.json) {
+  if (auto v = target::check_trusted_library(ov.cudart); !v) {
+    std::fprintf(stderr, "wheelhouse: %s\n", v.error().c_str());
+    return kUsage;
+  }
+  target::GpuReport gpus;
+  if (ov.arch.empty()) {
+    target::GpuProbeOptions g;
+    g.cudart = ov.cudart;
+    gpus = target::probe_gpus(g);
+  }
+  target::CallerTargetsConfig config;
+  config.overrides = ov;
+  target::CallerTargets targets(config, gpus, target::host_platform());
+  const pid_t pid = d.pid > 0 ? d.pid : ::getpid();
+  const auto r = targets.resolve(pid);
+  const target::Target& t = r->target;
+  if (d.key_only) {
+    std::printf("%s\n", r->key.c_str());
+  } else if (o.json) {
+    nlohmann::json j = target::to_json(t);
+    j["key"] = r->key;
+    j["caller"] = r->caller;
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     auto line = [](const char* label, const target::Axis& a) {
@@ -56,16 +85,20 @@ int run_detect(const CommonOptions& o) {
         std::printf("%-11s %-8s (%s)\n", label, "-", a.missing.c_str());
       }
     };
+    if (r->caller.contains("interpreter")) {
+      std::printf("%-11s %s (%s)\n", "Python", r->caller["interpreter"].get<std::string>().c_str(),
+                  r->caller.value("interpreter_why", "").c_str());
+    }
     line("GPU arch", t.arch);
     line("torch", t.torch);
     line("CUDA", t.cuda);
     line("Python tag", t.python_tag);
     for (const auto& n : t.notes) std::printf("note: %s\n", n.c_str());
+    std::printf("%-11s targets/%s%s\n", "folder", r->key.c_str(),
+                r->why_unresolved.empty() ? "" : (" (" + r->why_unresolved + ")").c_str());
   }
-  // Success means every axis is known: current/ would show wheels.
-  const bool complete =
-      t.arch.has_value() && t.torch.has_value() && t.cuda.has_value() && t.python_tag.has_value();
-  return complete ? kOk : kFailed;
+  // Success means every axis is known: current/ leads to wheels.
+  return r->key != target::CallerTargets::kUnresolved ? kOk : kFailed;
 }
 
 }  // namespace whfs::cli

@@ -36,12 +36,19 @@ struct Job {
 bool collect(const PrefetchOptions& o, std::vector<Job>& jobs) {
   std::vector<std::string> roots;
   for (const auto& p : o.paths) roots.push_back(p.starts_with("/") ? p : o.mountpoint + "/" + p);
-  if (o.current_given) {
-    if (o.current_packages.empty()) roots.push_back(o.mountpoint + "/current");
-    for (const auto& pkg : o.current_packages) roots.push_back(o.mountpoint + "/current/" + pkg);
+  // The folders the packages are taken from: current/ (this process's target) or the named
+  // targets (any machine's).
+  std::vector<std::string> bases;
+  for (const auto& key : o.targets) bases.push_back(o.mountpoint + "/targets/" + key);
+  if (bases.empty() && o.current_given) bases.push_back(o.mountpoint + "/current");
+  for (const auto& base : bases) {
+    if (o.current_packages.empty()) roots.push_back(base);
+    for (const auto& pkg : o.current_packages) roots.push_back(base + "/" + pkg);
   }
   if (roots.empty()) {
-    std::fprintf(stderr, "wheelhouse: nothing to prefetch: give PATHs or --current [PACKAGE...]\n");
+    std::fprintf(stderr,
+                 "wheelhouse: nothing to prefetch: give PATHs, --current [PACKAGE...] or "
+                 "--target KEY\n");
     return false;
   }
   for (const auto& r : roots) {

@@ -51,8 +51,19 @@ int run_status(const std::string& mountpoint, const CommonOptions& o) {
               j.value("offline", false)            ? " (offline)"
               : j.value("offline_fallback", false) ? " (unreachable at mount: serving the cache)"
                                                    : "");
-  if (j.contains("target"))
-    std::printf("target     %s\n", j["target"].value("summary", "?").c_str());
+  if (j.contains("targets") && j["targets"].is_object()) {
+    const auto& t = j["targets"];
+    std::string gpus;
+    for (const auto& d : t.value("gpus", nlohmann::json::array())) {
+      gpus += " " + d.value("arch", "?");
+    }
+    if (gpus.empty()) gpus = " none (" + t.value("gpu_error", "") + ")";
+    std::printf("current    %s; GPUs:%s; %llu answers, %llu Python installs read\n",
+                t.value("mode", "") == "mount" ? "the mount's own target for every process"
+                                               : "follows each process",
+                gpus.c_str(), static_cast<unsigned long long>(num(t, "resolves")),
+                static_cast<unsigned long long>(num(t, "interpreter_reads")));
+  }
   if (j.contains("cache")) {
     const auto& c = j["cache"];
     std::printf(

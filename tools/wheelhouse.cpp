@@ -1,9 +1,9 @@
 // wheelhouse: the command-line companion of wheelhousefs.
 //
-//   wheelhouse detect [--json] [-o arch=..,python=..]   what current/ would match, and why
+//   wheelhouse detect [--json|--key] [--pid N] [-o arch=..]  where current/ leads, and why
 //   wheelhouse status MOUNTPOINT [--json]                a running mount's figures
 //   wheelhouse cache stats|ls|verify|evict|clear          the block cache (--cache-dir DIR)
-//   wheelhouse prefetch [--mount DIR] [--current PKG]... PATH...   warm the cache
+//   wheelhouse prefetch [--mount DIR] [--target KEY] [--current PKG]... PATH...   warm it
 //
 // Exit codes: 0 ok; 1 failure; 2 bad usage; 3 not a wheelhouse mount, or a cache this
 // version cannot read; 4 `cache verify` found and dropped corrupt contents.
@@ -32,8 +32,13 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
 
   CommonOptions common;
-  auto* detect = app.add_subcommand("detect", "Show the target current/ matches, axis by axis");
+  DetectOptions detect_opts;
+  auto* detect = app.add_subcommand(
+      "detect", "Show the target folder current/ leads this shell to, axis by axis, and why");
   detect->add_flag("--json", common.json, "JSON output");
+  detect->add_flag("--key", detect_opts.key_only, "print only the target key");
+  detect->add_option("--pid", detect_opts.pid,
+                     "another process (root, or its user): what current/ shows it");
   detect
       ->add_option("-o", common.target_options,
                    "python=PATH,cudart=PATH,arch=sm89,torch=2.9,cuda=12.8,python_tag=cp312")
@@ -74,6 +79,9 @@ int main(int argc, char** argv) {
       ->add_option("--current", prefetch_opts.current_packages,
                    "packages of current/ (e.g. flash_attn); with no value: all of current/")
       ->expected(0, -1);
+  prefetch->add_option("--target", prefetch_opts.targets,
+                       "a target key (see wheelhouse detect --key): targets/KEY/, or with "
+                       "--current PKG its packages; for a machine other than this one");
   prefetch->add_option("PATH", prefetch_opts.paths, "files or folders in the mount");
   prefetch->add_option("-j,--jobs", prefetch_opts.jobs, "files read at once")
       ->check(CLI::Range(1, 64));
@@ -84,7 +92,7 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   whfs::setup_logging(log_level);
-  if (*detect) return run_detect(common);
+  if (*detect) return run_detect(common, detect_opts);
   if (*status) return run_status(mountpoint, common);
   if (*prefetch) {
     prefetch_opts.current_given = prefetch->count("--current") > 0;

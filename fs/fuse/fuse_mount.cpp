@@ -34,10 +34,15 @@ const SessionData& session_of(fuse_req_t req) {
 }
 Filesystem& fs_of(fuse_req_t req) { return *session_of(req).fs; }
 
+Caller caller_of(fuse_req_t req) {
+  const fuse_ctx* ctx = fuse_req_ctx(req);
+  return Caller{ctx->pid, ctx->uid, ctx->gid};
+}
+
 void fill_stat(const ns::Attr& a, struct stat* st) {
   std::memset(st, 0, sizeof *st);
   st->st_ino = a.ino;
-  st->st_mode = a.dir ? (S_IFDIR | 0555) : (S_IFREG | 0444);
+  st->st_mode = a.dir ? (S_IFDIR | 0555) : a.symlink ? (S_IFLNK | 0777) : (S_IFREG | 0444);
   st->st_nlink = a.dir ? 2 : 1;
   st->st_size = static_cast<off_t>(a.size);
   st->st_blocks = static_cast<blkcnt_t>((a.size + 511) / 512);
@@ -54,7 +59,9 @@ fuse_entry_param entry_of(fuse_req_t req, const ns::Attr& a) {
   e.ino = a.ino;
   e.generation = 1;
   e.entry_timeout = session_of(req).entry_timeout;
-  e.attr_timeout = session_of(req).attr_timeout;
+  // What depends on the caller is asked again each time (the name itself may stay cached: it
+  // is the same inode for everyone).
+  e.attr_timeout = a.per_caller ? 0 : session_of(req).attr_timeout;
   fill_stat(a, &e.attr);
   return e;
 }
@@ -90,12 +97,15 @@ void op_init(void*, fuse_conn_info* conn) {
                         FUSE_CAP_READDIRPLUS_AUTO | FUSE_CAP_EXPLICIT_INVAL_DATA;
   conn->want |= want & conn->capable;
   conn->want &= ~(FUSE_CAP_AUTO_INVAL_DATA & conn->capable);
+  // `current` leads each process to its own folder: the kernel must ask for the link's text on
+  // every path walk, never keep it.
+  conn->want &= ~(FUSE_CAP_CACHE_SYMLINKS & conn->capable);
   conn->time_gran = 1000000000;
 }
 
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   guarded(req, "lookup", [&] {
-    auto r = fs_of(req).lookup(parent, name);
+    auto r = fs_of(req).lookup(parent, name, caller_of(req));
     if (!r) return reply_error(req, r.error());
     const auto e = entry_of(req, *r);
     // Interrupted: the kernel never saw the entry, so it will never forget it.
@@ -128,11 +138,11 @@ void op_forget_multi(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
 
 void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   guarded(req, "getattr", [&] {
-    auto r = fs_of(req).getattr(ino);
+    auto r = fs_of(req).getattr(ino, caller_of(req));
     if (!r) return reply_error(req, r.error());
     struct stat st;
     fill_stat(*r, &st);
-    fuse_reply_attr(req, &st, session_of(req).attr_timeout);
+    fuse_reply_attr(req, &st, r->per_caller ? 0 : session_of(req).attr_timeout);
   });
 }
 
@@ -140,9 +150,9 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   guarded(req, "opendir", [&] {
     auto r = fs_of(req).opendir(ino);
     if (!r) return reply_error(req, r.error());
+    fi->cache_readdir = (*r)->cacheable ? 1 : 0;
+    fi->keep_cache = (*r)->cacheable ? 1 : 0;
     fi->fh = reinterpret_cast<uint64_t>(r->release());
-    fi->cache_readdir = 1;
-    fi->keep_cache = 1;
     if (fuse_reply_open(req, fi) != 0) delete reinterpret_cast<DirHandle*>(fi->fh);
   });
 }
@@ -205,10 +215,14 @@ void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
 void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   guarded(req, "open", [&] {
     const bool writing = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC) != 0;
-    auto r = fs_of(req).open(ino, writing);
+    auto r = fs_of(req).open(ino, writing, caller_of(req));
     if (!r) return reply_error(req, r.error());
+    if ((*r)->direct_io) {
+      fi->direct_io = 1;  // a per-caller report: never from or into the page cache
+    } else {
+      fi->keep_cache = 1;  // content is immutable for this inode
+    }
     fi->fh = reinterpret_cast<uint64_t>(r->release());
-    fi->keep_cache = 1;  // content is immutable for this inode
     if (fuse_reply_open(req, fi) != 0) {
       auto* h = reinterpret_cast<FileHandle*>(fi->fh);
       fs_of(req).release(*h);
@@ -322,8 +336,12 @@ void op_access(fuse_req_t req, fuse_ino_t, int mask) {
   fuse_reply_err(req, 0);
 }
 
-void op_readlink(fuse_req_t req, fuse_ino_t) {
-  reply_error(req, FsErr{FsErrorKind::kInvalid, "not a symlink"});
+void op_readlink(fuse_req_t req, fuse_ino_t ino) {
+  guarded(req, "readlink", [&] {
+    auto r = fs_of(req).readlink(ino, caller_of(req));
+    if (!r) return reply_error(req, r.error());
+    fuse_reply_readlink(req, r->c_str());
+  });
 }
 void op_flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
 

@@ -18,6 +18,7 @@ std::string key_of(const Node& n) {
       return key + n.entry.path + '\0' + (n.entry.is_lfs() ? n.entry.lfs_sha256 : n.entry.oid);
     case NodeKind::kSyntheticDir:
     case NodeKind::kSyntheticFile:
+    case NodeKind::kSymlink:
       return key + n.identity;
   }
   return key;
@@ -35,6 +36,7 @@ bool same_content(const Node& a, const Node& b) {
     case NodeKind::kSyntheticDir:
       return false;
     case NodeKind::kSyntheticFile:
+    case NodeKind::kSymlink:
       return a.identity == b.identity;
   }
   return false;
@@ -193,7 +195,7 @@ Expected<std::map<std::string, std::shared_ptr<Node>>, FsErr> Namespace::list_ch
 
 Attr Namespace::attr_of(const Node& n) const {
   std::shared_lock lock(tree_mu_);
-  return Attr{n.ino, n.is_dir(), n.size(), tree_.mtime};
+  return Attr{n.ino, n.is_dir(), n.size(), tree_.mtime, n.kind == NodeKind::kSymlink, n.per_caller};
 }
 
 Expected<Attr, FsErr> Namespace::lookup(Ino parent, const std::string& name) {
@@ -205,9 +207,20 @@ Expected<Attr, FsErr> Namespace::lookup(Ino parent, const std::string& name) {
   {
     std::lock_guard lock(dir->mu);
     const auto it = dir->children.find(name);
-    if (it == dir->children.end()) return unexpected(not_found(name));
-    child = it->second;
+    if (it != dir->children.end()) child = it->second;
   }
+  if (!child && dir->make_missing) {
+    // Made outside the folder's lock (it may list folders); the first of two racing lookups
+    // wins, and only the winner's nodes get inodes.
+    auto made = dir->make_missing(name);
+    if (made) {
+      std::lock_guard lock(dir->mu);
+      auto [it, inserted] = dir->children.emplace(name, made);
+      if (inserted) assign_inos(made);
+      child = it->second;
+    }
+  }
+  if (!child) return unexpected(not_found(name));
   {
     std::lock_guard lock(table_mu_);
     inodes_[child->ino].nlookup++;

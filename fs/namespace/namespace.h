@@ -1,6 +1,6 @@
 #pragma once
 // The names the mount shows: a pinned remote tree, listed lazily one folder at a time, plus
-// synthetic entries (current/, see current_view.h), behind an inode table.
+// synthetic entries (current and targets/, see targets_view.h), behind an inode table.
 //
 // Inode identity is (path, content): a file whose content is the same at a new commit keeps
 // its inode and its kernel page cache; a changed file gets a new inode, so a process that
@@ -40,7 +40,7 @@ class ListingSource {
                                                          const std::string& folder) = 0;
 };
 
-enum class NodeKind : std::uint8_t { kDir, kFile, kSyntheticDir, kSyntheticFile };
+enum class NodeKind : std::uint8_t { kDir, kFile, kSyntheticDir, kSyntheticFile, kSymlink };
 
 struct Node {
   Ino ino = 0;
@@ -53,6 +53,14 @@ struct Node {
   std::string identity;  // synthetic nodes: what makes their content (for the inode key)
   // Synthetic folders: produces the children on first listing.
   std::function<Expected<std::vector<std::shared_ptr<Node>>, FsErr>()> generate;
+  // Synthetic folders whose names are made on demand (targets/): the child for a name that is
+  // not there yet, or null (ENOENT). It joins the folder's children.
+  std::function<std::shared_ptr<Node>(const std::string& name)> make_missing;
+  // What it shows depends on the process that asks (the current symlink, a .target report):
+  // the filesystem answers its size, link and content per caller, and the kernel must not
+  // keep its attributes.
+  bool per_caller = false;
+  std::string key;  // a .target report: the target key of its folder
 
   bool is_dir() const { return kind == NodeKind::kDir || kind == NodeKind::kSyntheticDir; }
   std::uint64_t size() const;
@@ -70,6 +78,8 @@ struct Attr {
   bool dir = false;
   std::uint64_t size = 0;
   std::int64_t mtime = 0;  // seconds since the epoch
+  bool symlink = false;
+  bool per_caller = false;  // not to be cached by the kernel (see Node::per_caller)
 };
 
 struct DirEntry {
@@ -83,7 +93,7 @@ struct Invalidations {
   std::vector<Ino> inodes;                           // attributes, data and readdir caches
 };
 
-// Adds synthetic entries (current/) to the root of every tree; see current_view.h.
+// Adds synthetic entries (current, targets/) to the root of every tree; see targets_view.h.
 class SyntheticRoot {
  public:
   virtual ~SyntheticRoot() = default;

@@ -1,7 +1,12 @@
 #include "fs/target/gpu_probe.h"
 
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
-#include <filesystem>
+#include <set>
+#include <tuple>
 
 #include "fs/target/child_process.h"
 #include "fs/target/cuda_errors.h"
@@ -9,25 +14,6 @@
 
 namespace whfs::target {
 namespace {
-
-// The libcudart files of a pip-installed CUDA runtime in one site-packages folder, newest
-// name first (libcudart.so.12 before libcudart.so).
-std::vector<std::string> bundled_runtimes(const std::string& site_dir) {
-  namespace fs = std::filesystem;
-  std::vector<std::string> out;
-  for (const char* sub : {"nvidia/cuda_runtime/lib", "nvidia/cu13/lib"}) {
-    std::vector<std::string> found;
-    std::error_code ec;
-    for (fs::directory_iterator it(fs::path(site_dir) / sub, ec), end; !ec && it != end;
-         it.increment(ec)) {
-      const std::string name = it->path().filename().string();
-      if (name.starts_with("libcudart.so")) found.push_back(it->path().string());
-    }
-    std::sort(found.rbegin(), found.rend());
-    out.insert(out.end(), found.begin(), found.end());
-  }
-  return out;
-}
 
 std::string describe_code(GpuApi api, int code) {
   switch (api) {
@@ -90,18 +76,6 @@ const char* to_string(GpuApi api) {
   return "?";
 }
 
-std::string GpuReport::heterogeneity_note() const {
-  const bool differ = std::any_of(devices.begin(), devices.end(), [&](const GpuDevice& d) {
-    return d.major != devices.front().major || d.minor != devices.front().minor;
-  });
-  if (!differ) return "";
-  std::string s = "devices differ:";
-  for (const auto& d : devices) s += " " + std::to_string(d.index) + " " + d.arch() + ",";
-  s.pop_back();
-  return s + "; using device 0 (" + devices.front().arch() +
-         "); set CUDA_VISIBLE_DEVICES or arch= to choose another";
-}
-
 std::vector<std::pair<GpuApi, std::string>> gpu_library_candidates(const GpuProbeOptions& opts) {
   std::vector<std::pair<GpuApi, std::string>> out;
   auto add = [&](GpuApi api, const std::string& lib) {
@@ -109,9 +83,6 @@ std::vector<std::pair<GpuApi, std::string>> gpu_library_candidates(const GpuProb
     if (!lib.empty() && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
   };
   add(GpuApi::kRuntime, opts.cudart);
-  for (const auto& dir : opts.site_dirs) {
-    for (const auto& lib : bundled_runtimes(dir)) add(GpuApi::kRuntime, lib);
-  }
   for (const auto& lib : opts.system_runtimes) add(GpuApi::kRuntime, lib);
   for (const auto& lib : opts.drivers) add(GpuApi::kDriver, lib);
   for (const auto& lib : opts.nvml) add(GpuApi::kNvml, lib);
@@ -123,7 +94,12 @@ GpuReport probe_gpus(const GpuProbeOptions& opts) {
   for (const auto& [api, lib] : gpu_library_candidates(opts)) {
     GpuAttempt attempt{api, lib, false, ""};
     const ChildResult r = run_in_child(
-        [api = api, &lib = lib] { return detail::encode(detail::query_library(api, lib)); },
+        [api = api, &lib = lib] {
+          // Every device, in CUDA's default order: each process's share is applied later.
+          ::unsetenv("CUDA_VISIBLE_DEVICES");
+          ::unsetenv("CUDA_DEVICE_ORDER");
+          return detail::encode(detail::query_library(api, lib));
+        },
         opts.timeout);
     if (!r.ok()) {
       // It loaded far enough to crash or hang; that is its answer.
@@ -137,32 +113,6 @@ GpuReport probe_gpus(const GpuProbeOptions& opts) {
       attempt.outcome = answer.error();
       report.attempts.push_back(std::move(attempt));
       continue;
-    }
-    if (api == GpuApi::kNvml && answer->failed_call.empty()) {
-      // NVML lists every GPU in PCI order; keep what CUDA_VISIBLE_DEVICES lets CUDA see.
-      auto visible = visible_device_indices(opts.cuda_visible_devices,
-                                            static_cast<int>(answer->devices.size()));
-      if (!visible) {
-        attempt.loaded = true;
-        attempt.outcome = visible.error();
-        report.attempts.push_back(std::move(attempt));
-        continue;
-      }
-      std::vector<GpuDevice> kept;
-      for (int physical : *visible) {
-        GpuDevice d = answer->devices[static_cast<std::size_t>(physical)];
-        d.index = static_cast<int>(kept.size());
-        kept.push_back(std::move(d));
-      }
-      if (kept.empty() && !answer->devices.empty()) {
-        attempt.loaded = true;
-        attempt.outcome = "lists " + std::to_string(answer->devices.size()) +
-                          " GPUs, none of them visible under CUDA_VISIBLE_DEVICES=\"" +
-                          *opts.cuda_visible_devices + "\"";
-        report.attempts.push_back(std::move(attempt));
-        continue;
-      }
-      answer->devices = std::move(kept);
     }
     attempt.loaded = answer->loaded;
     attempt.outcome = describe_answer(api, *answer);
@@ -204,36 +154,205 @@ GpuReport probe_gpus(const GpuProbeOptions& opts) {
   return report;
 }
 
-Expected<std::vector<int>, std::string> visible_device_indices(
-    const std::optional<std::string>& env, int count) {
-  std::vector<int> out;
-  if (!env) {
-    for (int i = 0; i < count; ++i) out.push_back(i);
-    return out;
+Expected<void, std::string> check_trusted_library(const std::string& path) {
+  if (path.empty() || ::geteuid() != 0) return {};
+  char* real = ::realpath(path.c_str(), nullptr);
+  if (real == nullptr) return {};  // missing: the probe says so in its own words
+  const std::string file(real);
+  std::free(real);
+  const std::string dir = file.substr(0, std::max<std::size_t>(file.rfind('/'), 1));
+  for (const std::string& p : {file, dir}) {
+    struct stat st {};
+    if (::stat(p.c_str(), &st) != 0) continue;
+    if (st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+      return unexpected("cudart=" + path + ": " + p +
+                        " is not owned by root or is writable by others; a daemon running as "
+                        "root loads only libraries that only root can change");
+    }
   }
-  std::string_view rest = *env;
-  while (!rest.empty()) {
-    const auto comma = rest.find(',');
-    std::string_view item = rest.substr(0, comma);
-    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
-    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
-    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
-    if (item.starts_with("GPU-") || item.starts_with("MIG-")) {
-      return unexpected("CUDA_VISIBLE_DEVICES names a device by UUID (" + std::string(item) +
-                        "), which NVML alone cannot map to CUDA's numbering; use indices or "
-                        "the arch= option");
-    }
-    // Like CUDA: the list ends at the first entry that is not a valid, unused index.
-    int index = 0;
-    bool valid = !item.empty() && item.size() < 6;
-    for (char c : item) {
-      if (c < '0' || c > '9') valid = false;
-      if (valid) index = index * 10 + (c - '0');
-    }
-    if (!valid || index >= count || std::find(out.begin(), out.end(), index) != out.end()) break;
-    out.push_back(index);
+  return {};
+}
+
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+  while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
+  return s;
+}
+
+std::vector<std::string_view> split_commas(std::string_view s) {
+  std::vector<std::string_view> out;
+  while (true) {
+    const auto comma = s.find(',');
+    out.push_back(trim(s.substr(0, comma)));
+    if (comma == std::string_view::npos) return out;
+    s.remove_prefix(comma + 1);
+  }
+}
+
+std::optional<std::size_t> index_of(std::string_view item) {
+  if (item.empty() || item.size() > 5) return std::nullopt;
+  std::size_t v = 0;
+  for (char c : item) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + static_cast<std::size_t>(c - '0');
+  }
+  return v;
+}
+
+std::vector<GpuDevice> pci_sorted(std::vector<GpuDevice> v) {
+  std::stable_sort(v.begin(), v.end(), [](const GpuDevice& a, const GpuDevice& b) {
+    return std::tie(a.pci_domain, a.pci_bus, a.pci_device) <
+           std::tie(b.pci_domain, b.pci_bus, b.pci_device);
+  });
+  return v;
+}
+
+bool archs_differ(const std::vector<GpuDevice>& v) {
+  return std::any_of(v.begin(), v.end(), [&](const GpuDevice& d) {
+    return d.major != v.front().major || d.minor != v.front().minor;
+  });
+}
+
+std::string describe(const std::vector<GpuDevice>& v) {
+  std::string s;
+  for (const auto& d : v) {
+    s += (s.empty() ? "" : ", ") + std::string("device ") + std::to_string(d.index) + " (" +
+         d.arch() + ")";
+  }
+  return s.empty() ? "no device" : s;
+}
+
+bool contains(const std::vector<GpuDevice>& v, const GpuDevice& d) {
+  return std::any_of(v.begin(), v.end(), [&](const GpuDevice& x) { return x.index == d.index; });
+}
+
+// The devices of `pool` whose UUID starts with `item` (CUDA takes unique prefixes); `unknown`
+// is set when some device's UUID is not known, so a miss proves nothing.
+std::vector<GpuDevice> by_uuid(const std::vector<GpuDevice>& pool, std::string_view item,
+                               bool& unknown) {
+  std::vector<GpuDevice> out;
+  for (const auto& d : pool) {
+    if (d.uuid.empty()) unknown = true;
+    if (!d.uuid.empty() && std::string_view(d.uuid).starts_with(item)) out.push_back(d);
   }
   return out;
+}
+
+}  // namespace
+
+VisibleGpus visible_gpus(const GpuReport& machine, const GpuEnv& env) {
+  VisibleGpus out;
+  if (!machine.found()) {
+    out.why = "no GPU found on this machine: " + machine.error;
+    return out;
+  }
+  std::vector<GpuDevice> pool = machine.devices;
+  std::string how;
+  // A container's share of the host's devices, numbered as NVML (and nvidia-smi) number them.
+  if (const auto& nv = env.nvidia_visible_devices; nv && !nv->empty() && *nv != "all") {
+    const std::string text = "NVIDIA_VISIBLE_DEVICES=" + *nv;
+    if (*nv == "none" || *nv == "void") {
+      out.why = text + ": the container was given no GPU";
+      return out;
+    }
+    const std::vector<GpuDevice> host = pci_sorted(pool);
+    std::vector<GpuDevice> share;
+    bool uncertain = false;
+    for (const auto item : split_commas(*nv)) {
+      if (const auto i = index_of(item)) {
+        if (*i < host.size()) share.push_back(host[*i]);
+        continue;
+      }
+      bool unknown = false;
+      const auto found = by_uuid(pool, item, unknown);
+      if (found.size() == 1) {
+        share.push_back(found.front());
+      } else {
+        uncertain = true;
+      }
+    }
+    if (uncertain) {
+      out.notes.push_back(text +
+                          " names a device this machine's probe cannot identify; every "
+                          "GPU is counted, so the choice runs on whichever it is");
+    } else {
+      std::vector<GpuDevice> kept;
+      for (const auto& d : pool) {
+        if (contains(share, d)) kept.push_back(d);
+      }
+      pool = std::move(kept);
+      how = text + ", ";
+    }
+  }
+  const bool pci_order = env.cuda_device_order && *env.cuda_device_order == "PCI_BUS_ID";
+  if (pci_order) pool = pci_sorted(pool);
+  if (!env.cuda_visible_devices) {
+    out.devices = pool;
+    out.why = how + "CUDA_VISIBLE_DEVICES unset: " + describe(pool);
+    if (pool.empty()) out.why = how.substr(0, how.size() - 2) + " leaves no device";
+    return out;
+  }
+  const std::string text = "CUDA_VISIBLE_DEVICES=\"" + *env.cuda_visible_devices + "\"";
+  // NVML numbers devices in PCI order; CUDA's default order is fastest first. On a node whose
+  // devices differ, an index cannot be mapped without the runtime's order.
+  const bool order_unknown = !pci_order && !machine.cuda_order() && archs_differ(pool);
+  std::vector<GpuDevice> chosen;
+  std::string uncertain;
+  if (!env.cuda_visible_devices->empty()) {
+    for (const auto item : split_commas(*env.cuda_visible_devices)) {
+      std::optional<GpuDevice> d;
+      if (const auto i = index_of(item)) {
+        if (*i >= pool.size()) break;  // like CUDA: the list ends at the first invalid entry
+        if (order_unknown) {
+          uncertain = "only NVML answered, which does not give CUDA's default device order";
+          break;
+        }
+        d = pool[*i];
+      } else if (item.starts_with("GPU-")) {
+        bool unknown = false;
+        const auto found = by_uuid(pool, item, unknown);
+        if (found.size() == 1) {
+          d = found.front();
+        } else if (found.empty() && unknown) {
+          uncertain = "the GPU library did not give device UUIDs";
+          break;
+        } else {
+          break;  // no such device, or an ambiguous prefix: CUDA stops here too
+        }
+      } else if (item.starts_with("MIG-")) {
+        uncertain = "a MIG instance's parent GPU is not known to the probe";
+        break;
+      } else {
+        break;
+      }
+      if (contains(chosen, *d)) break;
+      chosen.push_back(*d);
+    }
+  }
+  if (!uncertain.empty()) {
+    out.devices = pool;
+    out.why = how + text + ": " + describe(pool);
+    out.notes.push_back(text + " cannot be mapped to a device with certainty (" + uncertain +
+                        "); every candidate GPU is counted, so the choice runs on whichever "
+                        "it is");
+    return out;
+  }
+  out.devices = chosen;
+  out.why = how + text + ": " + describe(chosen);
+  if (chosen.empty()) out.why = how + text + " leaves no device";
+  return out;
+}
+
+std::string arch_set(const std::vector<GpuDevice>& devices) {
+  std::set<std::pair<int, int>> archs;
+  for (const auto& d : devices) archs.emplace(d.major, d.minor);
+  std::string s;
+  for (const auto& [major, minor] : archs) {
+    s += (s.empty() ? "sm" : "+sm") + std::to_string(major) + std::to_string(minor);
+  }
+  return s;
 }
 
 }  // namespace whfs::target

@@ -2,8 +2,10 @@
 
 #include <dlfcn.h>
 
+#include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 namespace whfs::target::detail {
 namespace {
@@ -12,6 +14,28 @@ namespace {
 // passed as int, which is how the C ABI passes them.
 constexpr int kComputeCapabilityMajor = 75;  // cudaDevAttr / CU_DEVICE_ATTRIBUTE_..._MAJOR
 constexpr int kComputeCapabilityMinor = 76;
+constexpr int kPciBusId = 33;  // the same numbers in the runtime and the driver API
+constexpr int kPciDeviceId = 34;
+constexpr int kPciDomainId = 50;
+
+// 16 UUID bytes in the form CUDA_VISIBLE_DEVICES and nvidia-smi use.
+std::string uuid_text(const unsigned char* b) {
+  char s[64];
+  std::snprintf(s, sizeof s,
+                "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+                b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+                b[14], b[15]);
+  return s;
+}
+
+// The PCI address through a cudaDeviceGetAttribute-shaped call (failures leave zeros: the
+// address only orders devices).
+template <class GetAttribute>
+void read_pci(GpuDevice& d, GetAttribute get, int dev) {
+  if (get(&d.pci_bus, kPciBusId, dev) != 0) d.pci_bus = 0;
+  if (get(&d.pci_device, kPciDeviceId, dev) != 0) d.pci_device = 0;
+  if (get(&d.pci_domain, kPciDomainId, dev) != 0) d.pci_domain = 0;
+}
 
 class Library {
  public:
@@ -66,6 +90,12 @@ LibraryAnswer query_runtime(const Library& lib) {
   if (get_attribute == nullptr) return missing("cudaDeviceGetAttribute");
   const auto error_string = lib.get<ErrorString>("cudaGetErrorString");
   auto words = [&](int rc) { return error_string != nullptr ? error_string(rc) : nullptr; };
+  // cudaDeviceProp starts with char name[256] and cudaUUID_t uuid in every runtime since
+  // CUDA 10; the rest of its layout changes between versions, so only those are read, from a
+  // buffer larger than any version's struct.
+  using GetProperties = int (*)(void*, int);
+  auto get_properties = lib.get<GetProperties>("cudaGetDeviceProperties_v2");
+  if (get_properties == nullptr) get_properties = lib.get<GetProperties>("cudaGetDeviceProperties");
 
   LibraryAnswer a;
   a.loaded = true;
@@ -84,6 +114,15 @@ LibraryAnswer query_runtime(const Library& lib) {
     if (rc != 0) {
       fail(a, "cudaDeviceGetAttribute", rc, words(rc));
       return a;
+    }
+    read_pci(d, get_attribute, i);
+    if (get_properties != nullptr) {
+      std::vector<unsigned char> prop(16384, 0);
+      if (get_properties(prop.data(), i) == 0) {
+        d.name.assign(reinterpret_cast<const char*>(prop.data()),
+                      ::strnlen(reinterpret_cast<const char*>(prop.data()), 256));
+        d.uuid = uuid_text(prop.data() + 256);
+      }
     }
     a.devices.push_back(d);
   }
@@ -107,6 +146,8 @@ LibraryAnswer query_driver(const Library& lib) {
   if (get == nullptr) return missing("cuDeviceGet");
   if (get_attribute == nullptr) return missing("cuDeviceGetAttribute");
   const auto get_name = lib.get<GetName>("cuDeviceGetName");
+  using GetUuid = int (*)(unsigned char*, int);
+  const auto get_uuid = lib.get<GetUuid>("cuDeviceGetUuid");
   const auto error_string = lib.get<ErrorString>("cuGetErrorString");
   auto words = [&](int rc) {
     const char* s = nullptr;
@@ -139,6 +180,9 @@ LibraryAnswer query_driver(const Library& lib) {
     }
     char name[256] = {};
     if (get_name != nullptr && get_name(name, sizeof name - 1, dev) == 0) d.name = name;
+    read_pci(d, get_attribute, dev);
+    unsigned char uuid[16] = {};
+    if (get_uuid != nullptr && get_uuid(uuid, dev) == 0) d.uuid = uuid_text(uuid);
     a.devices.push_back(d);
   }
   return a;
@@ -162,6 +206,10 @@ LibraryAnswer query_nvml(const Library& lib) {
   if (get_handle == nullptr) return missing("nvmlDeviceGetHandleByIndex_v2");
   if (get_capability == nullptr) return missing("nvmlDeviceGetCudaComputeCapability");
   const auto get_name = lib.get<GetName>("nvmlDeviceGetName");
+  const auto get_uuid = lib.get<GetName>("nvmlDeviceGetUUID");
+  // nvmlPciInfo_t: char busIdLegacy[16], then unsigned domain, bus, device, ...
+  using GetPci = int (*)(void*, void*);
+  const auto get_pci = lib.get<GetPci>("nvmlDeviceGetPciInfo_v3");
   const auto error_string = lib.get<ErrorString>("nvmlErrorString");
   auto words = [&](int rc) { return error_string != nullptr ? error_string(rc) : nullptr; };
 
@@ -191,6 +239,14 @@ LibraryAnswer query_nvml(const Library& lib) {
     }
     char name[256] = {};
     if (get_name != nullptr && get_name(handle, name, sizeof name - 1) == 0) d.name = name;
+    char uuid[96] = {};
+    if (get_uuid != nullptr && get_uuid(handle, uuid, sizeof uuid - 1) == 0) d.uuid = uuid;
+    unsigned pci[32] = {};
+    if (get_pci != nullptr && get_pci(handle, pci) == 0) {
+      d.pci_domain = static_cast<int>(pci[4]);
+      d.pci_bus = static_cast<int>(pci[5]);
+      d.pci_device = static_cast<int>(pci[6]);
+    }
     a.devices.push_back(d);
   }
   if (const auto shutdown = lib.get<Shutdown>("nvmlShutdown")) shutdown();
@@ -225,8 +281,12 @@ LibraryAnswer query_library(GpuApi api, const std::string& library) noexcept {
 std::string encode(const LibraryAnswer& a) {
   nlohmann::json devices = nlohmann::json::array();
   for (const auto& d : a.devices) {
-    devices.push_back(
-        {{"index", d.index}, {"major", d.major}, {"minor", d.minor}, {"name", d.name}});
+    devices.push_back({{"index", d.index},
+                       {"major", d.major},
+                       {"minor", d.minor},
+                       {"name", d.name},
+                       {"uuid", d.uuid},
+                       {"pci", {d.pci_domain, d.pci_bus, d.pci_device}}});
   }
   const nlohmann::json j = {{"loaded", a.loaded},
                             {"load_error", a.load_error},
@@ -253,8 +313,17 @@ Expected<LibraryAnswer, std::string> decode(std::string_view text) {
     a.runtime_version = j.at("runtime_version").get<int>();
     a.driver_version = j.at("driver_version").get<int>();
     for (const auto& d : j.at("devices")) {
-      a.devices.push_back({d.at("index").get<int>(), d.at("major").get<int>(),
-                           d.at("minor").get<int>(), d.at("name").get<std::string>()});
+      GpuDevice g;
+      g.index = d.at("index").get<int>();
+      g.major = d.at("major").get<int>();
+      g.minor = d.at("minor").get<int>();
+      g.name = d.at("name").get<std::string>();
+      g.uuid = d.at("uuid").get<std::string>();
+      const auto& pci = d.at("pci");
+      g.pci_domain = pci.at(0).get<int>();
+      g.pci_bus = pci.at(1).get<int>();
+      g.pci_device = pci.at(2).get<int>();
+      a.devices.push_back(std::move(g));
     }
     return a;
   } catch (const nlohmann::json::exception&) {

@@ -122,7 +122,26 @@ std::optional<std::string> read_want(const Target& t, Want& w) {
   if (!t.arch.has_value()) return "no GPU arch: " + t.arch.missing;
   if (!t.torch.has_value()) return "no torch version: " + t.torch.missing;
   if (!t.cuda.has_value()) return "no CUDA version: " + t.cuda.missing;
-  const auto arch = parse_arch_folder(t.arch.value);
+  // One arch, or several (the GPUs a process may use differ): a build must run on all of
+  // them, so they must share a major, and the lowest minor bounds the folder.
+  std::optional<ComputeCapability> arch;
+  std::string rest = t.arch.value;
+  while (true) {
+    const auto plus = rest.find('+');
+    const auto one = parse_arch_folder(std::string_view(rest).substr(0, plus));
+    if (!one) {
+      arch.reset();
+      break;
+    }
+    if (arch && arch->major != one->major) {
+      return "the GPUs differ in major (" + t.arch.value +
+             "): no single build runs on all of them (limit the process to one kind with "
+             "CUDA_VISIBLE_DEVICES)";
+    }
+    if (!arch || one->minor < arch->minor) arch = one;
+    if (plus == std::string::npos) break;
+    rest = rest.substr(plus + 1);
+  }
   const auto torch_dot = t.torch.value.find('.');
   const auto cuda_dot = t.cuda.value.find('.');
   if (!arch || torch_dot == std::string::npos || cuda_dot == std::string::npos) {
@@ -174,7 +193,8 @@ FolderChoice choose_folder(const Target& target, const PackageFolders& folders) 
     choice.reason = *bad;
     return choice;
   }
-  const std::string arch_name = target.arch.value;
+  const bool several = target.arch.value.find('+') != std::string::npos;
+  const std::string arch_name = several ? "all of " + target.arch.value : target.arch.value;
   // Compatible arch folders, best first: same major, minor <= the GPU's, highest first.
   std::vector<std::pair<ComputeCapability, std::string>> usable;
   std::vector<std::string> others;
@@ -208,8 +228,11 @@ FolderChoice choose_folder(const Target& target, const PackageFolders& folders) 
     choice.arch_folder = name;
     choice.torch_folder = pick.folder;
     std::vector<std::string> parts;
-    if (cc.minor == want.arch.minor) {
+    if (cc.minor == want.arch.minor && !several) {
       parts.push_back(name + " matches the GPU exactly");
+    } else if (several) {
+      parts.insert(parts.end(), why_not.begin(), why_not.end());
+      parts.push_back(name + " runs on " + arch_name + " (same major, minor at most the lowest)");
     } else {
       if (usable.front().first.minor != want.arch.minor) {
         parts.push_back("no " + arch_name + " folder");

@@ -1,12 +1,7 @@
 #include "fs/target/target.h"
 
-#include <gnu/libc-version.h>
-#include <sys/utsname.h>
-
 #include <algorithm>
 #include <nlohmann/json.hpp>
-
-#include "fs/target/cuda_errors.h"
 
 namespace whfs::target {
 namespace {
@@ -63,62 +58,49 @@ bool apply_override(Axis& axis, const char* key, const char* env, const std::str
   return true;
 }
 
-// The platform tags of the daemon's own process: for a python_tag override when the target
-// interpreter could not be asked.
-std::vector<std::string> host_platforms() {
-  utsname u{};
-  const std::string machine = ::uname(&u) == 0 ? u.machine : "x86_64";
-  const auto [major, minor] = parse_glibc_version(::gnu_get_libc_version());
-  return linux_platform_tags(machine, major, minor);
+// "cp313t" -> {13, "t"}.
+std::pair<int, std::string> python_tag_parts(const std::string& tag) {
+  const bool t = tag.ends_with("t");
+  return {std::stoi(tag.substr(3, tag.size() - 3 - (t ? 1 : 0))), t ? "t" : ""};
 }
 
-std::vector<std::string> python_platforms(const PythonInfo& p) {
-  const std::string arch = linux_wheel_arch(p);
-  if (arch.empty()) return {};
-  const auto [major, minor] = parse_glibc_version(p.glibc);
-  return linux_platform_tags(arch, major, minor);
-}
-
-void detect_python_tag(Target& t, const TargetOverrides& o) {
-  std::optional<CPythonAbi> abi;
+void compose_python_tag(Target& t, const TargetOverrides& o, const TargetFacts& f) {
   if (apply_override(t.python_tag, "python_tag", "WHEELHOUSE_PYTHON_TAG", o.python_tag,
                      normalize_python_tag)) {
-    if (t.python_tag.has_value()) {
-      abi = CPythonAbi{3, std::stoi(t.python_tag.value.substr(3)), ""};
-    }
-  } else if (!t.python) {
-    t.python_tag.missing = "no Python interpreter: " + t.python_error;
-  } else if (!t.python->is_cpython()) {
-    t.python_tag.missing = t.python->executable + " is " + t.python->implementation + " " +
-                           t.python->version() + "; the wheelhouse holds CPython wheels";
-  } else {
-    t.python_tag.value = t.python->python_tag();
-    t.python_tag.source = "interpreter " + t.python->executable + " (CPython " +
-                          t.python->version() + t.python->abiflags + ")";
-    abi = CPythonAbi{t.python->major, t.python->minor, t.python->abiflags};
+    return;
   }
-  if (!abi) return;
-  t.platforms = t.python ? python_platforms(*t.python) : std::vector<std::string>{};
-  if (t.platforms.empty()) {
-    t.platforms = host_platforms();
-    t.notes.push_back("platform tags from this process (glibc " +
-                      std::string(::gnu_get_libc_version()) + "), not from a Python interpreter");
+  if (f.python == nullptr) {
+    t.python_tag.missing = "no Python interpreter: " + f.python_error;
+    return;
   }
-  t.tags = SupportedTags(cpython_tags(*abi, t.platforms));
+  const PythonInfo& p = *f.python;
+  if (!p.is_cpython()) {
+    t.python_tag.missing = p.executable + " is " + p.implementation + " " + p.version() +
+                           "; the wheelhouse holds CPython wheels";
+    return;
+  }
+  if (!p.abiflags.empty() && p.abiflags != "t") {
+    t.python_tag.missing = p.executable + " is a CPython build with ABI flags \"" + p.abiflags +
+                           "\" (a debug build?); the wheelhouse holds release builds";
+    return;
+  }
+  t.python_tag.value = p.python_tag() + p.abiflags;
+  t.python_tag.source =
+      "the interpreter " + p.executable + " (CPython " + p.version() + p.abiflags + ")";
 }
 
-void detect_torch_and_cuda(Target& t, const TargetOverrides& o) {
+void compose_torch_and_cuda(Target& t, const TargetOverrides& o, const TargetFacts& f) {
   const bool torch_set =
       apply_override(t.torch, "torch", "WHEELHOUSE_TORCH", o.torch, normalize_torch);
   const bool cuda_set = apply_override(t.cuda, "cuda", "WHEELHOUSE_CUDA", o.cuda, normalize_cuda);
   if (torch_set && cuda_set) return;
   std::string why;
-  if (!t.python) {
-    why = "no Python interpreter: " + t.python_error;
-  } else if (auto found = find_torch(t.python->site_dirs)) {
-    t.torch_install = *found;
+  if (f.python == nullptr) {
+    why = "no Python interpreter: " + f.python_error;
+  } else if (f.torch != nullptr) {
+    t.torch_install = *f.torch;
   } else {
-    why = found.error();
+    why = f.torch_error;
   }
   const auto& ti = t.torch_install;
   if (!torch_set) {
@@ -146,22 +128,26 @@ void detect_torch_and_cuda(Target& t, const TargetOverrides& o) {
   }
 }
 
-void detect_arch(Target& t, const TargetOverrides& o, const DetectOptions& options) {
+void compose_arch(Target& t, const TargetOverrides& o, const TargetFacts& f) {
   if (apply_override(t.arch, "arch", "WHEELHOUSE_ARCH", o.arch, normalize_arch)) return;
-  GpuProbeOptions g = options.gpu;
-  g.cudart = o.cudart;
-  if (t.python) g.site_dirs = t.python->site_dirs;
-  t.gpu = probe_gpus(g);
-  const GpuReport& r = *t.gpu;
-  if (!r.found()) {
-    t.arch.missing = r.error;
+  if (f.machine_gpus == nullptr || f.visible == nullptr) {
+    t.arch.missing = "the GPUs were not probed";
     return;
   }
-  const GpuDevice& d = r.devices.front();
-  t.arch.value = d.arch();
-  t.arch.source = "device 0" + (d.name.empty() ? "" : " (" + d.name + ")") + " through the " +
-                  to_string(r.api) + " " + r.library;
-  if (auto note = r.heterogeneity_note(); !note.empty()) t.notes.push_back(note);
+  const GpuReport& r = *f.machine_gpus;
+  const VisibleGpus& v = *f.visible;
+  t.notes.insert(t.notes.end(), v.notes.begin(), v.notes.end());
+  if (v.devices.empty()) {
+    t.arch.missing = v.why;
+    return;
+  }
+  t.gpus = v.devices;
+  t.arch.value = arch_set(v.devices);
+  t.arch.source = v.why + ", through the " + std::string(to_string(r.api)) + " " + r.library;
+  if (t.arch.value.find('+') != std::string::npos) {
+    t.notes.push_back("the GPUs this process may use differ (" + t.arch.value +
+                      "): a folder is chosen only if its build runs on all of them");
+  }
 }
 
 json axis_json(const Axis& a) {
@@ -169,38 +155,21 @@ json axis_json(const Axis& a) {
   return {{"value", nullptr}, {"missing", a.missing}};
 }
 
-json gpu_json(const GpuReport& r) {
+json gpus_json(const std::vector<GpuDevice>& gpus) {
   json devices = json::array();
-  for (const auto& d : r.devices) {
-    devices.push_back({{"index", d.index}, {"arch", d.arch()}, {"name", d.name}});
+  for (const auto& d : gpus) {
+    json j = {{"index", d.index}, {"arch", d.arch()}, {"name", d.name}};
+    if (!d.uuid.empty()) j["uuid"] = d.uuid;
+    devices.push_back(std::move(j));
   }
-  json attempts = json::array();
-  for (const auto& a : r.attempts) {
-    attempts.push_back({{"api", to_string(a.api)}, {"library", a.library}, {"outcome", a.outcome}});
-  }
-  json j = {{"devices", devices}, {"attempts", attempts}};
-  if (r.found()) {
-    j["api"] = to_string(r.api);
-    j["library"] = r.library;
-    j["runtime_version"] = cuda_version_text(r.runtime_version);
-    j["driver_version"] = cuda_version_text(r.driver_version);
-  } else {
-    j["error"] = r.error;
-  }
-  return j;
+  return devices;
 }
 
 }  // namespace
 
-DetectOptions default_detect_options(const GetEnv& getenv) {
-  DetectOptions d;
-  if (const char* v = getenv("CUDA_VISIBLE_DEVICES"); v != nullptr) {
-    d.gpu.cuda_visible_devices = std::string(v);
-  }
-  return d;
-}
+namespace {
 
-Expected<std::string, std::string> normalize_arch(std::string_view text) {
+Expected<std::string, std::string> normalize_one_arch(std::string_view text) {
   std::string_view s = text;
   std::string digits;
   if (auto parts = two_numbers(s)) {  // compute capability "8.9"
@@ -229,6 +198,32 @@ Expected<std::string, std::string> normalize_arch(std::string_view text) {
   return "sm" + digits;
 }
 
+}  // namespace
+
+// One arch, or several joined by '+' (a node whose GPUs differ): sorted, without repeats.
+Expected<std::string, std::string> normalize_arch(std::string_view text) {
+  std::vector<std::pair<int, std::string>> parts;
+  std::string_view rest = text;
+  while (true) {
+    const auto plus = rest.find('+');
+    auto one = normalize_one_arch(rest.substr(0, plus));
+    if (!one) return unexpected(one.error());
+    const int cc = std::stoi(one->substr(2));
+    if (std::none_of(parts.begin(), parts.end(), [&](const auto& p) { return p.first == cc; })) {
+      parts.emplace_back(cc, *one);
+    }
+    if (plus == std::string_view::npos) break;
+    rest.remove_prefix(plus + 1);
+  }
+  // sm120 after sm89: by (major, minor), which is the number's order once split.
+  std::sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) {
+    return std::make_pair(a.first / 10, a.first % 10) < std::make_pair(b.first / 10, b.first % 10);
+  });
+  std::string out;
+  for (const auto& [cc, name] : parts) out += (out.empty() ? "" : "+") + name;
+  return out;
+}
+
 Expected<std::string, std::string> normalize_torch(std::string_view text) {
   const auto parts = major_minor_of(text);
   if (!parts || text.find('+') != std::string_view::npos) {
@@ -252,13 +247,19 @@ Expected<std::string, std::string> normalize_cuda(std::string_view text) {
 }
 
 Expected<std::string, std::string> normalize_python_tag(std::string_view text) {
-  if (auto parts = two_numbers(text); parts && parts->first == "3") {
-    return "cp3" + strip_zeros(parts->second);
+  std::string_view s = text;
+  const bool free_threaded = s.ends_with("t") && s.size() > 1;
+  if (free_threaded) s.remove_suffix(1);
+  const std::string flag = free_threaded ? "t" : "";
+  if (auto parts = two_numbers(s); parts && parts->first == "3") {
+    return "cp3" + strip_zeros(parts->second) + flag;
   }
-  if (text.starts_with("cp3") && all_digits(text.substr(3)) && text.size() <= 5) {
-    return std::string(text);
+  if (s.starts_with("cp3") && all_digits(s.substr(3)) && s.size() <= 5 && s.size() > 3 &&
+      (s.size() == 4 || s[3] != '0')) {
+    return std::string(s) + flag;
   }
-  return unexpected("python_tag=" + std::string(text) + ": expected a CPython 3 tag such as cp312");
+  return unexpected("python_tag=" + std::string(text) +
+                    ": expected a CPython 3 tag such as cp312 (cp313t: free-threaded)");
 }
 
 Expected<void, std::string> validate_overrides(const TargetOverrides& o) {
@@ -274,39 +275,62 @@ Expected<void, std::string> validate_overrides(const TargetOverrides& o) {
   return {};
 }
 
-Target detect_target(const TargetOverrides& o, const DetectOptions& options) {
+void fill_tags(Target& t) {
+  t.platforms.clear();
+  t.tags = SupportedTags();
+  if (!t.python_tag.has_value() || t.machine.empty()) return;
+  const auto [major, minor] = parse_glibc_version(t.libc);
+  t.platforms = linux_platform_tags(t.machine, major, minor);
+  const auto [py_minor, flags] = python_tag_parts(t.python_tag.value);
+  t.tags = SupportedTags(cpython_tags(CPythonAbi{3, py_minor, flags}, t.platforms));
+}
+
+Target compose_target(const TargetOverrides& o, const TargetFacts& f) {
   Target t;
-  // The interpreter answers three axes and tells where torch's own libcudart is; it is asked
-  // unless every axis it could inform is overridden.
-  const bool need_python =
-      o.torch.empty() || o.cuda.empty() || o.python_tag.empty() || o.arch.empty();
-  if (need_python) {
-    auto p = probe_python(o.python, options.python_timeout);
-    if (p) {
-      t.python = std::move(*p);
-    } else {
-      t.python_error = p.error();
-    }
+  if (f.python != nullptr) {
+    t.python = *f.python;
   } else {
-    t.python_error = "not asked: torch, cuda, python_tag and arch are all overridden";
+    t.python_error = f.python_error;
   }
-  detect_python_tag(t, o);
-  detect_torch_and_cuda(t, o);
-  detect_arch(t, o, options);
+  compose_python_tag(t, o, f);
+  compose_torch_and_cuda(t, o, f);
+  compose_arch(t, o, f);
+  // The platform: the interpreter's own (its ELF header, its root's libc), else the host's.
+  if (f.python != nullptr && !linux_wheel_arch(*f.python).empty()) {
+    t.machine = linux_wheel_arch(*f.python);
+    t.libc = f.python->glibc;
+  } else {
+    t.machine = f.host.machine;
+    t.libc = f.host.libc;
+    if (t.python_tag.has_value()) {
+      t.notes.push_back("platform tags of the mount host (" + t.machine + ", glibc " + t.libc +
+                        "), not of a Python interpreter");
+    }
+  }
+  fill_tags(t);
   return t;
+}
+
+std::string summary(const Target& t) {
+  auto axis = [](const Axis& a) { return a.has_value() ? a.value : "?"; };
+  return axis(t.arch) + ", torch " + axis(t.torch) + ", CUDA " + axis(t.cuda) + ", " +
+         axis(t.python_tag);
 }
 
 json to_json(const Target& t) {
   json j = {{"arch", axis_json(t.arch)}, {"torch", axis_json(t.torch)},
             {"cuda", axis_json(t.cuda)}, {"python_tag", axis_json(t.python_tag)},
+            {"machine", t.machine},      {"glibc", t.libc.empty() ? json(nullptr) : json(t.libc)},
             {"platforms", t.platforms},  {"notes", t.notes}};
   if (t.python) {
     j["python"] = {
         {"executable", t.python->executable}, {"implementation", t.python->implementation},
         {"version", t.python->version()},     {"abiflags", t.python->abiflags},
         {"glibc", t.python->glibc},           {"platform", t.python->platform}};
-  } else {
+  } else if (!t.python_error.empty()) {
     j["python"] = {{"error", t.python_error}};
+  } else {
+    j["python"] = nullptr;
   }
   if (t.torch_install) {
     j["torch_install"] = {
@@ -316,11 +340,7 @@ json to_json(const Target& t) {
   } else {
     j["torch_install"] = nullptr;
   }
-  if (t.gpu) {
-    j["gpu"] = gpu_json(*t.gpu);
-  } else {
-    j["gpu"] = {{"skipped", "arch is overridden"}};
-  }
+  j["gpus"] = gpus_json(t.gpus);
   return j;
 }
 

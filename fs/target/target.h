@@ -1,9 +1,12 @@
 #pragma once
-// "This machine" as the wheelhouse sees it: four axes (GPU arch, torch major.minor, torch's
-// CUDA, Python tag), each with its value and where it came from, or why it is missing, plus
-// the wheel tags the target Python accepts. Detected at mount and on refresh, never per read.
+// One target, as the folder choice sees it: four axes (GPU archs, torch major.minor, torch's
+// CUDA, Python tag), each with its value and where it came from, or why it is missing; the
+// platform (machine and libc) and the wheel tags the target Python accepts.
+//
+// A process's target is composed from facts read elsewhere (caller_targets.h: its
+// interpreter's files, the GPUs it may use) and the mount's overrides; a key's target comes
+// from the key alone (key.h).
 
-#include <chrono>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
@@ -12,8 +15,9 @@
 
 #include "fs/common/expected.h"
 #include "fs/target/gpu_probe.h"
+#include "fs/target/key.h"
 #include "fs/target/overrides.h"
-#include "fs/target/python_probe.h"
+#include "fs/target/python_info.h"
 #include "fs/target/tags.h"
 #include "fs/target/torch_probe.h"
 
@@ -28,33 +32,39 @@ struct Axis {
 };
 
 struct Target {
-  Axis arch;
-  Axis torch;
-  Axis cuda;
-  Axis python_tag;
-  SupportedTags tags;  // the tags the target Python installs; empty when python_tag is missing
+  Axis arch;            // sm89, or sm80+sm89: the folder must run on every one of them
+  Axis torch;           // 2.9
+  Axis cuda;            // 12.8
+  Axis python_tag;      // cp312, cp313t (free-threaded)
+  std::string machine;  // the wheel-tag machine: x86_64, aarch64, i686
+  std::string libc;     // glibc "2.36"; "" without glibc
+  SupportedTags tags;   // the tags the target Python installs; empty when python_tag is missing
   std::vector<std::string> platforms;  // the platform part of `tags`, best first
 
-  // What the probes found, for the report. Absent when the probe did not run (its axes were
-  // all overridden) or, for torch, when torch was not found.
+  // What was found, for the report. Absent when nothing was read (overridden, or a key).
   std::optional<PythonInfo> python;
   std::string python_error;
   std::optional<TorchInfo> torch_install;
-  std::optional<GpuReport> gpu;
-  std::vector<std::string> notes;  // heterogeneous GPUs, overrides that differ from the machine
+  std::vector<GpuDevice> gpus;     // the GPUs counted for `arch`
+  std::vector<std::string> notes;  // uncertain GPU mappings
 };
 
-struct DetectOptions {
-  GpuProbeOptions gpu;  // library lists and deadline; cudart and site_dirs are filled in
-  std::chrono::milliseconds python_timeout{10000};
+// What a process's target is made of.
+struct TargetFacts {
+  // The interpreter's files (python_layout.h) and its torch, or why there is none.
+  const PythonInfo* python = nullptr;
+  std::string python_error;
+  const TorchInfo* torch = nullptr;
+  std::string torch_error;
+  // The machine's GPUs (null: not probed) and the process's share of them.
+  const GpuReport* machine_gpus = nullptr;
+  const VisibleGpus* visible = nullptr;
+  HostPlatform host;
 };
-
-// DetectOptions for the daemon: the library lists of GpuProbeOptions and CUDA_VISIBLE_DEVICES
-// from `getenv`.
-DetectOptions default_detect_options(const GetEnv& getenv);
 
 // Override syntax, each normalised: arch "sm89" / "sm_89" / "8.9" -> "sm89"; torch "2.9" /
-// "2.9.1" -> "2.9"; cuda "12.8" / "cu128" -> "12.8"; python_tag "cp312" / "3.12" -> "cp312".
+// "2.9.1" -> "2.9"; cuda "12.8" / "cu128" -> "12.8"; python_tag "cp312" / "3.12" -> "cp312",
+// "cp313t" / "3.13t" -> "cp313t".
 // The error is one sentence naming the option.
 Expected<std::string, std::string> normalize_arch(std::string_view text);
 Expected<std::string, std::string> normalize_torch(std::string_view text);
@@ -64,11 +74,17 @@ Expected<std::string, std::string> normalize_python_tag(std::string_view text);
 // All overrides at once, for the option parser: the first bad one, or success.
 Expected<void, std::string> validate_overrides(const TargetOverrides& overrides);
 
-// Probes what the overrides leave open: the Python interpreter (unless torch, cuda and
-// python_tag are all overridden and arch is too), torch/version.py, the GPUs (unless arch is
-// overridden). A bad override leaves its axis missing with the reason; it is not replaced by
-// detection, so a typo never turns into a guess.
-Target detect_target(const TargetOverrides& overrides, const DetectOptions& options);
+// The target of a process: every axis an override fixes comes from it, the others from the
+// facts. A bad override leaves its axis missing with the reason; it is never replaced by
+// detection, so a typo never turns into a guess. Pure.
+Target compose_target(const TargetOverrides& overrides, const TargetFacts& facts);
+
+// The wheel tags and platforms of `t` from its python_tag, machine and libc (compose_target
+// and target_of call it).
+void fill_tags(Target& t);
+
+// A one-line summary: "sm89, torch 2.9, CUDA 12.8, cp312".
+std::string summary(const Target& t);
 
 // The target for current/.target and the command line.
 nlohmann::json to_json(const Target& target);

@@ -1,7 +1,5 @@
 #include "fs/target/torch_probe.h"
 
-#include <filesystem>
-#include <fstream>
 #include <optional>
 
 namespace whfs::target {
@@ -88,20 +86,15 @@ Expected<TorchInfo, std::string> parse_torch_version_py(std::string_view text) {
   return t;
 }
 
-Expected<TorchInfo, std::string> find_torch(const std::vector<std::string>& site_dirs) {
-  namespace fs = std::filesystem;
+Expected<TorchInfo, std::string> find_torch(const std::vector<std::string>& site_dirs,
+                                            const FileReader& read) {
   for (const auto& dir : site_dirs) {
-    const fs::path file = fs::path(dir) / "torch" / "version.py";
-    std::error_code ec;
-    if (!fs::is_regular_file(file, ec)) continue;
-    std::ifstream in(file, std::ios::binary);
-    std::string text(std::size_t{64} * 1024, '\0');
-    in.read(text.data(), static_cast<std::streamsize>(text.size()));
-    if (in.bad()) return unexpected(file.string() + ": cannot be read");
-    text.resize(static_cast<std::size_t>(in.gcount()));
-    auto t = parse_torch_version_py(text);
-    if (!t) return unexpected(file.string() + ": " + t.error());
-    t->path = file.string();
+    const std::string file = dir + "/torch/version.py";
+    const auto text = read(file);
+    if (!text) continue;
+    auto t = parse_torch_version_py(*text);
+    if (!t) return unexpected(file + ": " + t.error());
+    t->path = file;
     return t;
   }
   std::string dirs;

@@ -3,6 +3,8 @@
 // folders. torch is never imported: importing it takes seconds, initialises CUDA and may
 // fail for reasons that have nothing to do with which wheels fit.
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,8 +25,13 @@ struct TorchInfo {
 // `cuda = '12.8'` or `cuda: Optional[str] = '12.8'` (None for a CPU build). Pure.
 Expected<TorchInfo, std::string> parse_torch_version_py(std::string_view text);
 
+// Reads a small file (nullopt: missing or not a regular file); a caller's files are read
+// inside its own root (root_fs.h).
+using FileReader = std::function<std::optional<std::string>(const std::string& path)>;
+
 // The first <dir>/torch/version.py among `site_dirs` (import order), parsed. Absent torch is
-// "torch not found in <dirs>"; an unreadable or unparsable file names the file.
-Expected<TorchInfo, std::string> find_torch(const std::vector<std::string>& site_dirs);
+// "torch not found in <dirs>"; an unparsable file names the file.
+Expected<TorchInfo, std::string> find_torch(const std::vector<std::string>& site_dirs,
+                                            const FileReader& read);
 
 }  // namespace whfs::target

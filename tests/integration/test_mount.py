@@ -25,7 +25,10 @@ class MountBasics(MountedTestCase):
         seen = {}
         for root, dirs, files in os.walk(m.path()):
             if os.path.normpath(root) == os.path.normpath(m.mountpoint):
-                dirs.remove("current")  # the synthetic view (test_current.py)
+                # The synthetic views (test_current.py, test_callers.py).
+                dirs.remove("current")
+                dirs.remove("targets")
+                self.assertTrue(os.path.islink(os.path.join(root, "current")))
             for name in files:
                 full = os.path.join(root, name)
                 rel = os.path.relpath(full, m.path())

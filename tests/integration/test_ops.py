@@ -33,13 +33,26 @@ class Cli(MountedTestCase):
         st = json.loads(cli("status", m.mountpoint, "--json").stdout)
         self.assertEqual(st["repo"], REPO)
         self.assertEqual(st["pid"], m.pid)
-        self.assertIn("sm89", st["target"]["summary"])
+        self.assertEqual(st["targets"]["overrides"]["arch"], "sm89")
+        self.assertEqual(st["targets"]["mode"], "per-caller")
         human = cli("status", m.mountpoint).stdout
+        self.assertIn("follows each process", human)
         self.assertIn(st["commit"], human)
         self.assertIn("cache", human)
         notours = cli("status", self.scratch("plain"), check=False)
         self.assertEqual(notours.returncode, 3)
         self.assertIn("not a wheelhouse-fs mount", notours.stderr)
+
+    def test_prefetch_a_target_of_another_machine(self):
+        m = self.mount(options=OVERRIDES)
+        key = "sm120-torch2.7-cu128-cp312"
+        r = cli("prefetch", "--mount", m.mountpoint, "--target", key, "--current", "flash_attn")
+        self.assertEqual(r.stdout.count("fetched "), 1, r.stdout)
+        wheel = glob.glob(m.path(f"targets/{key}/flash_attn/*.whl"))[0]
+        self.assertIn("cp312", wheel)
+        self.hub.clear_log()
+        sha256_file(wheel)
+        self.assertEqual([e for e in self.hub.log() if e["server"] == "cdn"], [])
 
     def test_prefetch_current_then_reads_need_no_download(self):
         m = self.mount(options=OVERRIDES)
@@ -100,6 +113,18 @@ class Cli(MountedTestCase):
         self.assertEqual(t["arch"]["value"], "sm86")
         self.assertEqual(t["cuda"]["value"], "12.6")
         self.assertEqual(r.returncode, 0)
+        key = cli("detect", "--key", "-o", "arch=sm86,torch=2.9,cuda=12.6").stdout.strip()
+        self.assertEqual(key, f"sm86-torch2.9-cu126-{t['python_tag']['value']}")
+        self.assertEqual(t["key"], key)
+        # Another process's target (here: one with no Python at all).
+        other = subprocess.Popen(["sleep", "60"], env={"PATH": "/nonexistent"}, executable="/bin/sleep")
+        self.addCleanup(other.wait)
+        self.addCleanup(other.kill)
+        wait_for(lambda: os.readlink(f"/proc/{other.pid}/exe").endswith("/sleep"))
+        r = cli("detect", "--pid", str(other.pid), "-o", "arch=sm86", check=False)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("no python3 on the process's PATH (/nonexistent)", r.stdout)
+        self.assertIn("targets/unresolved", r.stdout)
         bad = cli("detect", "-o", "arch=gpu9000", check=False)
         self.assertEqual(bad.returncode, 2)
         self.assertIn("arch", bad.stderr)

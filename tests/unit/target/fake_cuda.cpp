@@ -51,6 +51,8 @@ int cuDeviceGetAttribute(int* value, int attr, int device) {
     *value = d.major[device];
   } else if (attr == 76) {
     *value = d.minor[device];
+  } else if (attr == 33 || attr == 34 || attr == 50) {
+    *value = fake_gpu::pci_attribute(d, attr, device);
   } else {
     return 1;
   }
@@ -61,6 +63,12 @@ int cuDeviceGetName(char* name, int len, int device) {
   if (device < 0 || device >= fake_gpu::devices().count || len <= 0) return 1;
   std::strncpy(name, fake_gpu::name(), static_cast<std::size_t>(len));
   name[len - 1] = '\0';
+  return 0;
+}
+
+int cuDeviceGetUuid(unsigned char* uuid, int device) {
+  if (device < 0 || device >= fake_gpu::devices().count) return 101;
+  fake_gpu::uuid_bytes(device, uuid);
   return 0;
 }
 

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 
 #include "tests/unit/target/fake_gpu.h"
 
@@ -62,9 +63,21 @@ int cudaDeviceGetAttribute(int* value, int attr, int device) {
     *value = d.major[device];
   } else if (attr == 76) {
     *value = d.minor[device];
+  } else if (attr == 33 || attr == 34 || attr == 50) {
+    *value = fake_gpu::pci_attribute(d, attr, device);
   } else {
     return kInvalidValue;
   }
+  return kSuccess;
+}
+
+// cudaDeviceProp begins with char name[256] and a 16-byte UUID; the rest stays zero.
+int cudaGetDeviceProperties_v2(void* prop, int device) {
+  const auto d = fake_gpu::devices();
+  if (device < 0 || device >= d.count) return kInvalidDevice;
+  auto* bytes = static_cast<unsigned char*>(prop);
+  std::strncpy(reinterpret_cast<char*>(bytes), fake_gpu::name(), 255);
+  fake_gpu::uuid_bytes(device, bytes + 256);
   return kSuccess;
 }
 

@@ -8,6 +8,10 @@
 //   FAKE_NVML_ERROR=9             NVML: nvmlInit_v2 fails with this nvmlReturn_t
 //   FAKE_CUDA_RUNTIME_VERSION=12080, FAKE_CUDA_DRIVER_VERSION=12090
 //   FAKE_CUDA_CRASH=1 / FAKE_CUDA_HANG=1   libcudart aborts / never returns (isolation tests)
+//   FAKE_CUDA_PCI_BUS="3,1"       the PCI bus of each device (default: its index); the libraries
+//                                 list devices in FAKE_CUDA_DEVICES order (CUDA's default
+//                                 order), NVML sorted by bus as the real one does
+// Device i's UUID is GPU-fa4e0000-0000-0000-0000-0000000000ii (ii: i in hex).
 
 #include <cstdlib>
 #include <cstring>
@@ -23,6 +27,7 @@ struct Devices {
   int count = 0;
   int major[16] = {};
   int minor[16] = {};
+  int bus[16] = {};
 };
 
 // "8.9,8.6" -> {2, {8, 8}, {9, 6}}.
@@ -38,7 +43,24 @@ inline Devices devices() {
     v = std::strchr(dot, ',');
     if (v != nullptr) ++v;
   }
+  for (int i = 0; i < 16; ++i) d.bus[i] = i;
+  const char* b = std::getenv("FAKE_CUDA_PCI_BUS");
+  for (int i = 0; b != nullptr && *b != '\0' && i < 16; ++i) {
+    d.bus[i] = std::atoi(b);
+    b = std::strchr(b, ',');
+    if (b != nullptr) ++b;
+  }
   return d;
+}
+
+// The answer to a PCI attribute (33 bus, 34 device, 50 domain) of device i.
+inline int pci_attribute(const Devices& d, int attr, int i) { return attr == 33 ? d.bus[i] : 0; }
+
+inline void uuid_bytes(int i, unsigned char* out) {
+  std::memset(out, 0, 16);
+  out[0] = 0xfa;
+  out[1] = 0x4e;
+  out[15] = static_cast<unsigned char>(i);
 }
 
 inline const char* name() {

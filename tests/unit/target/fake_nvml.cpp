@@ -1,15 +1,26 @@
 // A fake libnvidia-ml.so for the probe's last fallback, answered from the environment
-// (fake_gpu.h). It lists every device, as NVML does, whatever CUDA_VISIBLE_DEVICES says.
+// (fake_gpu.h). It lists every device in PCI order, as NVML does, whatever
+// CUDA_VISIBLE_DEVICES says.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 
 #include "tests/unit/target/fake_gpu.h"
 
 namespace {
-// NVML hands out opaque handles; here they are the index plus one, never null.
-void* handle_of(unsigned index) { return reinterpret_cast<void*>(std::uintptr_t{index} + 1); }
+// NVML hands out opaque handles; here they are the device's FAKE_CUDA_DEVICES position plus
+// one, never null.
+void* handle_of(int device) { return reinterpret_cast<void*>(std::uintptr_t(device) + 1); }
 int index_of(void* handle) {
   return static_cast<int>(reinterpret_cast<std::uintptr_t>(handle)) - 1;
+}
+// NVML's index i: the device with the i-th lowest PCI bus.
+int device_at(unsigned index) {
+  const auto d = fake_gpu::devices();
+  int order[16];
+  for (int i = 0; i < d.count; ++i) order[i] = i;
+  std::stable_sort(order, order + d.count, [&](int a, int b) { return d.bus[a] < d.bus[b]; });
+  return index < static_cast<unsigned>(d.count) ? order[index] : -1;
 }
 }  // namespace
 
@@ -40,8 +51,9 @@ int nvmlDeviceGetCount_v2(unsigned* count) {
 }
 
 int nvmlDeviceGetHandleByIndex_v2(unsigned index, void** handle) {
-  if (index >= static_cast<unsigned>(fake_gpu::devices().count)) return 2;
-  *handle = handle_of(index);
+  const int device = device_at(index);
+  if (device < 0) return 2;
+  *handle = handle_of(device);
   return 0;
 }
 
@@ -57,6 +69,24 @@ int nvmlDeviceGetCudaComputeCapability(void* handle, int* major, int* minor) {
 int nvmlDeviceGetName(void* handle, char* name, unsigned length) {
   if (length == 0) return 7;
   std::snprintf(name, length, "%s %d", fake_gpu::name(), index_of(handle));
+  return 0;
+}
+
+int nvmlDeviceGetUUID(void* handle, char* uuid, unsigned length) {
+  unsigned char b[16];
+  fake_gpu::uuid_bytes(index_of(handle), b);
+  std::snprintf(uuid, length, "GPU-fa4e0000-0000-0000-0000-0000000000%02x", b[15]);
+  return 0;
+}
+
+// nvmlPciInfo_t: char busIdLegacy[16]; unsigned domain, bus, device, ...
+int nvmlDeviceGetPciInfo_v3(void* handle, unsigned* info) {
+  const auto d = fake_gpu::devices();
+  const int i = index_of(handle);
+  if (i < 0 || i >= d.count) return 2;
+  info[4] = 0;
+  info[5] = static_cast<unsigned>(d.bus[i]);
+  info[6] = 0;
   return 0;
 }
 

@@ -61,24 +61,40 @@ inline void write_torch(const fs::path& site, const std::string& version, const 
                  "xpu: Optional[str] = None\n");
 }
 
-// An executable that answers the Python probe like a CPython 3.<minor> with glibc 2.<glibc>
-// whose only folder is `site`: a shell script, so no second Python is needed.
-inline std::string write_fake_python(const fs::path& dir, int minor, int glibc_minor,
-                                     const fs::path& site) {
-  const fs::path exe = dir / ("python3." + std::to_string(minor));
-  write_file(exe,
-             "#!/bin/sh\n"
-             "cat <<'EOF'\n"
-             "{\"implementation\": \"cpython\", \"major\": 3, \"minor\": " +
-                 std::to_string(minor) + ", \"abiflags\": \"\", \"executable\": \"" + exe.string() +
-                 "\", \"libc\": \"glibc 2." + std::to_string(glibc_minor) +
-                 "\", \"platform\": \"linux-x86_64\", \"pointer_bits\": 64, "
-                 "\"site_dirs\": [\"" +
-                 site.string() +
-                 "\"]}\n"
-                 "EOF\n",
-             true);
-  return exe.string();
+// An ELF executable at `path` that stands for an interpreter (a copy of /bin/true: the
+// product reads an interpreter's files and never runs it).
+inline void write_fake_interpreter(const fs::path& path) {
+  fs::create_directories(path.parent_path());
+  fs::copy_file(fs::canonical("/bin/true"), path, fs::copy_options::overwrite_existing);
+  ::chmod(path.c_str(), 0755);
+}
+
+// A libc.so.6 image for a root folder: what the glibc scan looks for.
+inline void write_fake_libc(const fs::path& root, int glibc_minor) {
+  std::string image =
+      "\x7f"
+      "ELF fake libc";
+  for (int m = 2; m <= glibc_minor; ++m) image += std::string("\0GLIBC_2.", 9) + std::to_string(m);
+  image += std::string("\0GLIBC_PRIVATE\0", 15);
+  write_file(root / "lib" / "x86_64-linux-gnu" / "libc.so.6", image);
+}
+
+// A venv at `dir` whose pyvenv.cfg says Python `version` (3.12.1) with `home` as its base
+// interpreter's folder; bin/python3 is `interpreter` (a link), or a fake one when empty.
+inline void write_venv(const fs::path& dir, const std::string& version, const std::string& home,
+                       bool system_site, const std::string& interpreter = "") {
+  write_file(dir / "pyvenv.cfg", "home = " + home + "\ninclude-system-site-packages = " +
+                                     (system_site ? "true" : "false") + "\nversion = " + version +
+                                     "\n");
+  if (interpreter.empty()) {
+    write_fake_interpreter(dir / "bin" / "python3");
+  } else {
+    fs::create_directories(dir / "bin");
+    fs::create_symlink(interpreter, dir / "bin" / "python3");
+  }
+  fs::create_symlink("python3", dir / "bin" / "python");
+  const std::string minor = version.substr(0, version.find('.', 2));
+  fs::create_directories(dir / "lib" / ("python" + minor) / "site-packages");
 }
 
 // Sets (or unsets, with nullopt) an environment variable for the scope of a test. The

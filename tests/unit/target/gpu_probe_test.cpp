@@ -1,6 +1,10 @@
 #include "fs/target/gpu_probe.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
 
 #include "fs/target/cuda_errors.h"
 #include "tests/unit/target/fixtures.h"
@@ -32,6 +36,7 @@ class GpuProbe : public ::testing::Test {
   ScopedEnv hang_{"FAKE_CUDA_HANG", std::nullopt};
   ScopedEnv runtime_version_{"FAKE_CUDA_RUNTIME_VERSION", std::nullopt};
   ScopedEnv driver_version_{"FAKE_CUDA_DRIVER_VERSION", std::nullopt};
+  ScopedEnv bus_{"FAKE_CUDA_PCI_BUS", std::nullopt};
 };
 
 TEST_F(GpuProbe, RuntimeReportsOneDevice) {
@@ -44,19 +49,32 @@ TEST_F(GpuProbe, RuntimeReportsOneDevice) {
   EXPECT_EQ(r.library, FAKE_CUDART_PATH);
   EXPECT_EQ(cuda_version_text(r.runtime_version), "12.8");
   EXPECT_EQ(cuda_version_text(r.driver_version), "12.9");
-  EXPECT_EQ(r.heterogeneity_note(), "");
+  EXPECT_EQ(r.devices[0].name, "Fake GPU");  // from cudaGetDeviceProperties
+  EXPECT_EQ(r.devices[0].uuid, "GPU-fa4e0000-0000-0000-0000-000000000000");
   ASSERT_EQ(r.attempts.size(), 1u);
   EXPECT_EQ(r.attempts[0].outcome, "found 1 device");
 }
 
-TEST_F(GpuProbe, HeterogeneousNodeIsReported) {
+// The probe lists the machine's devices: which of them a process may use is decided per
+// process (visible_gpus), not by the daemon's own environment.
+TEST_F(GpuProbe, EveryDeviceWhateverTheDaemonsCudaVisibleDevices) {
   ScopedEnv env("FAKE_CUDA_DEVICES", "8.9,8.6,8.9");
-  const auto r = probe_gpus(fake_runtime_only());
-  ASSERT_EQ(r.devices.size(), 3u);
-  EXPECT_EQ(r.devices[1].arch(), "sm86");
-  EXPECT_EQ(r.heterogeneity_note(),
-            "devices differ: 0 sm89, 1 sm86, 2 sm89; using device 0 (sm89); set "
-            "CUDA_VISIBLE_DEVICES or arch= to choose another");
+  ScopedEnv bus("FAKE_CUDA_PCI_BUS", "7,3,5");
+  ScopedEnv visible("CUDA_VISIBLE_DEVICES", "1");
+  ScopedEnv order("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+  for (const char* driver : {"", FAKE_CUDA_PATH}) {
+    auto o = fake_runtime_only();
+    if (*driver != '\0') {
+      o.cudart = "";
+      o.drivers = {driver};
+    }
+    const auto r = probe_gpus(o);
+    ASSERT_EQ(r.devices.size(), 3u) << r.error;
+    EXPECT_TRUE(r.cuda_order());
+    EXPECT_EQ(r.devices[1].arch(), "sm86");
+    EXPECT_EQ(r.devices[1].pci_bus, 3);
+    EXPECT_EQ(r.devices[2].uuid, "GPU-fa4e0000-0000-0000-0000-000000000002");
+  }
 }
 
 TEST_F(GpuProbe, NoDeviceInWords) {
@@ -145,30 +163,21 @@ TEST_F(GpuProbe, DriverErrorInWords) {
   EXPECT_NE(r.error.find("CUDA_ERROR_NO_DEVICE"), std::string::npos) << r.error;
 }
 
-TEST_F(GpuProbe, NvmlHonoursCudaVisibleDevices) {
+TEST_F(GpuProbe, NvmlListsInPciOrder) {
   ScopedEnv env("FAKE_CUDA_DEVICES", "8.9,8.6");
+  ScopedEnv bus("FAKE_CUDA_PCI_BUS", "4,2");
   auto o = fake_runtime_only();
   o.cudart = "";
   o.nvml = {FAKE_NVML_PATH};
-  o.cuda_visible_devices = "1";
-  auto r = probe_gpus(o);
+  const auto r = probe_gpus(o);
   ASSERT_TRUE(r.found()) << r.error;
   EXPECT_EQ(r.api, GpuApi::kNvml);
-  ASSERT_EQ(r.devices.size(), 1u);
-  EXPECT_EQ(r.devices[0].arch(), "sm86");
-  EXPECT_EQ(r.devices[0].index, 0);  // CUDA renumbers the visible devices from 0
-  EXPECT_EQ(r.devices[0].name, "Fake GPU 1");
-
-  o.cuda_visible_devices = "GPU-8f6c2a1e";
-  r = probe_gpus(o);
-  EXPECT_FALSE(r.found());
-  EXPECT_NE(r.error.find("by UUID"), std::string::npos) << r.error;
-
-  o.cuda_visible_devices = "";
-  r = probe_gpus(o);
-  EXPECT_FALSE(r.found());
-  EXPECT_NE(r.error.find("none of them visible under CUDA_VISIBLE_DEVICES"), std::string::npos)
-      << r.error;
+  EXPECT_FALSE(r.cuda_order());
+  ASSERT_EQ(r.devices.size(), 2u);
+  EXPECT_EQ(r.devices[0].arch(), "sm86");  // bus 2 first
+  EXPECT_EQ(r.devices[0].pci_bus, 2);
+  EXPECT_EQ(r.devices[0].uuid, "GPU-fa4e0000-0000-0000-0000-000000000001");
+  EXPECT_EQ(r.devices[1].name, "Fake GPU 0");
 }
 
 TEST_F(GpuProbe, NvmlErrorInWords) {
@@ -232,49 +241,140 @@ TEST_F(GpuProbe, NothingLoadableListsWhatWasTried) {
   EXPECT_EQ(r.attempts.size(), 4u);
 }
 
-TEST_F(GpuProbe, TorchsBundledRuntimeComesAfterTheOptionAndBeforeTheSystem) {
-  TempDir dir;
-  const auto lib = dir.path() / "site" / "nvidia" / "cuda_runtime" / "lib";
-  testing::write_file(lib / "libcudart.so.12", "");
-  testing::write_file(dir.path() / "site" / "nvidia" / "cu13" / "lib" / "libcudart.so.13", "");
+// A root daemon loads what the mount's owner chose (cudart=) and the system's libraries,
+// never a runtime from a user's site-packages.
+TEST_F(GpuProbe, OnlyTheOptionAndTheSystemsLibraries) {
   GpuProbeOptions o;
   o.cudart = "/opt/libcudart.so";
-  o.site_dirs = {dir.str("site")};
   const auto c = gpu_library_candidates(o);
-  ASSERT_GE(c.size(), 8u);
+  ASSERT_EQ(c.size(), 7u);
   EXPECT_EQ(c[0].second, "/opt/libcudart.so");
-  EXPECT_EQ(c[1].second, (lib / "libcudart.so.12").string());
-  EXPECT_EQ(c[2].second, dir.str("site/nvidia/cu13/lib/libcudart.so.13"));
-  EXPECT_EQ(c[3].second, "libcudart.so.13");
+  EXPECT_EQ(c[1].second, "libcudart.so.13");
   EXPECT_EQ(c[c.size() - 2], std::make_pair(GpuApi::kDriver, std::string("libcuda.so.1")));
   EXPECT_EQ(c.back(), std::make_pair(GpuApi::kNvml, std::string("libnvidia-ml.so.1")));
 }
 
-TEST_F(GpuProbe, TorchsBundledRuntimeIsUsed) {
-  ScopedEnv env("FAKE_CUDA_DEVICES", "12.0");
+TEST(TrustedLibrary, RootLoadsOnlyWhatOnlyRootCanChange) {
+  if (::geteuid() != 0) GTEST_SKIP() << "the check applies to a daemon running as root";
   TempDir dir;
-  const auto lib = dir.path() / "site" / "nvidia" / "cuda_runtime" / "lib" / "libcudart.so.12";
-  std::filesystem::create_directories(lib.parent_path());
-  std::filesystem::copy_file(FAKE_CUDART_PATH, lib);
-  auto o = fake_runtime_only();
-  o.cudart = "";
-  o.site_dirs = {dir.str("site")};
-  const auto r = probe_gpus(o);
-  ASSERT_TRUE(r.found()) << r.error;
-  EXPECT_EQ(r.library, lib.string());
-  EXPECT_EQ(r.devices[0].arch(), "sm120");
+  testing::write_file(dir.path() / "lib" / "libcudart.so", "");
+  EXPECT_TRUE(check_trusted_library(dir.str("lib/libcudart.so")));
+  EXPECT_TRUE(check_trusted_library(""));
+  ::chmod(dir.str("lib").c_str(), 0777);
+  auto r = check_trusted_library(dir.str("lib/libcudart.so"));
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().find("writable by others"), std::string::npos) << r.error();
+  ::chmod(dir.str("lib").c_str(), 0755);
+  ASSERT_EQ(::chown(dir.str("lib/libcudart.so").c_str(), 1234, 1234), 0);
+  EXPECT_FALSE(check_trusted_library(dir.str("lib/libcudart.so")));
 }
 
-TEST(VisibleDevices, FollowsCudasRules) {
-  using V = std::vector<int>;
-  EXPECT_EQ(*visible_device_indices(std::nullopt, 3), (V{0, 1, 2}));
-  EXPECT_EQ(*visible_device_indices("", 3), V{});
-  EXPECT_EQ(*visible_device_indices("2,0", 3), (V{2, 0}));
-  EXPECT_EQ(*visible_device_indices(" 1 , 2", 3), (V{1, 2}));
-  EXPECT_EQ(*visible_device_indices("1,7,0", 3), V{1});  // stops at the first invalid entry
-  EXPECT_EQ(*visible_device_indices("-1", 3), V{});
-  EXPECT_EQ(*visible_device_indices("0,0", 3), V{0});
-  EXPECT_FALSE(visible_device_indices("MIG-abc", 3));
+// ---- visible_gpus: a process's share of the machine's devices -------------------------------
+
+GpuDevice device(int index, int major, int minor, int bus) {
+  GpuDevice d;
+  d.index = index;
+  d.major = major;
+  d.minor = minor;
+  d.pci_bus = bus;
+  char uuid[64];
+  std::snprintf(uuid, sizeof uuid, "GPU-%08d-0000-0000-0000-000000000000", index);
+  d.uuid = uuid;
+  return d;
+}
+
+// Three devices in CUDA's default order (fastest first): sm90 on bus 9, sm89 on bus 2, sm86 on
+// bus 5. PCI order is therefore sm89, sm86, sm90.
+GpuReport machine(GpuApi api = GpuApi::kRuntime) {
+  GpuReport r;
+  r.api = api;
+  r.library = "libcudart.so.12";
+  r.devices = {device(0, 9, 0, 9), device(1, 8, 9, 2), device(2, 8, 6, 5)};
+  return r;
+}
+
+std::string archs(const VisibleGpus& v) { return arch_set(v.devices); }
+
+GpuEnv genv(std::optional<std::string> cuda_visible = {}, std::optional<std::string> order = {},
+            std::optional<std::string> nvidia_visible = {}) {
+  GpuEnv e;
+  e.cuda_visible_devices = std::move(cuda_visible);
+  e.cuda_device_order = std::move(order);
+  e.nvidia_visible_devices = std::move(nvidia_visible);
+  return e;
+}
+
+TEST(VisibleGpus, CudaVisibleDevicesByIndexInEitherOrder) {
+  const auto m = machine();
+  EXPECT_EQ(archs(visible_gpus(m, genv())), "sm86+sm89+sm90");
+  EXPECT_EQ(archs(visible_gpus(m, genv("1"))), "sm89");
+  EXPECT_EQ(archs(visible_gpus(m, genv("2, 1"))), "sm86+sm89");
+  // PCI_BUS_ID: index 0 is the lowest bus.
+  EXPECT_EQ(archs(visible_gpus(m, genv("0", "PCI_BUS_ID"))), "sm89");
+  EXPECT_EQ(archs(visible_gpus(m, genv("2", "PCI_BUS_ID"))), "sm90");
+}
+
+TEST(VisibleGpus, CudasListRules) {
+  const auto m = machine();
+  // Read up to the first invalid entry; repeats end it too; empty means none.
+  EXPECT_EQ(archs(visible_gpus(m, genv("2,7,0"))), "sm86");
+  EXPECT_EQ(archs(visible_gpus(m, genv("1,1,0"))), "sm89");
+  EXPECT_EQ(archs(visible_gpus(m, genv("-1"))), "");
+  const auto none = visible_gpus(m, genv(""));
+  EXPECT_TRUE(none.devices.empty());
+  EXPECT_EQ(none.why, "CUDA_VISIBLE_DEVICES=\"\" leaves no device");
+}
+
+TEST(VisibleGpus, UuidsAndTheirPrefixes) {
+  const auto m = machine();
+  EXPECT_EQ(archs(visible_gpus(m, genv("GPU-00000002-0000-0000-0000-000000000000"))), "sm86");
+  EXPECT_EQ(archs(visible_gpus(m, genv("GPU-00000001"))), "sm89");
+  // An ambiguous prefix ends the list, as in CUDA.
+  EXPECT_EQ(archs(visible_gpus(m, genv("GPU-0000000"))), "");
+}
+
+TEST(VisibleGpus, UncertainMappingsKeepEveryCandidate) {
+  // A MIG instance: its GPU is not known, so every device counts (a folder for all of them
+  // runs on whichever it is).
+  auto v = visible_gpus(machine(), genv("MIG-4b3c"));
+  EXPECT_EQ(archs(v), "sm86+sm89+sm90");
+  ASSERT_EQ(v.notes.size(), 1u);
+  EXPECT_NE(v.notes[0].find("MIG"), std::string::npos) << v.notes[0];
+  // NVML alone gives PCI order, not CUDA's default order: on a node whose devices differ an
+  // index cannot be mapped.
+  auto nvml = machine(GpuApi::kNvml);
+  v = visible_gpus(nvml, genv("1"));
+  EXPECT_EQ(archs(v), "sm86+sm89+sm90");
+  EXPECT_FALSE(v.notes.empty());
+  // ... unless the process asked for PCI order, or the devices are all alike.
+  EXPECT_EQ(archs(visible_gpus(nvml, genv("1", "PCI_BUS_ID"))), "sm86");
+  nvml.devices = {device(0, 8, 9, 1), device(1, 8, 9, 2)};
+  v = visible_gpus(nvml, genv("1"));
+  EXPECT_EQ(v.devices.size(), 1u);
+  EXPECT_TRUE(v.notes.empty());
+}
+
+TEST(VisibleGpus, AContainersShareComesFirst) {
+  const auto m = machine();
+  // NVIDIA_VISIBLE_DEVICES numbers the host's devices in PCI order: 1 is sm86 (bus 5).
+  EXPECT_EQ(archs(visible_gpus(m, genv({}, {}, "1"))), "sm86");
+  EXPECT_EQ(archs(visible_gpus(m, genv({}, {}, "0,2"))), "sm89+sm90");
+  EXPECT_EQ(archs(visible_gpus(m, genv({}, {}, "all"))), "sm86+sm89+sm90");
+  auto v = visible_gpus(m, genv({}, {}, "none"));
+  EXPECT_TRUE(v.devices.empty());
+  EXPECT_EQ(v.why, "NVIDIA_VISIBLE_DEVICES=none: the container was given no GPU");
+  // Then CUDA_VISIBLE_DEVICES within the share, in CUDA's order (fastest first).
+  EXPECT_EQ(archs(visible_gpus(m, genv("0", {}, "0,2"))), "sm90");
+  EXPECT_EQ(archs(visible_gpus(m, genv({}, {}, "GPU-00000001-0000-0000-0000-000000000000"))),
+            "sm89");
+}
+
+TEST(VisibleGpus, NoGpuSaysWhy) {
+  GpuReport none;
+  none.error = "no CUDA library could be loaded";
+  const auto v = visible_gpus(none, genv());
+  EXPECT_TRUE(v.devices.empty());
+  EXPECT_EQ(v.why, "no GPU found on this machine: no CUDA library could be loaded");
 }
 
 TEST(CudaErrors, CommonCodesInWords) {

@@ -5,7 +5,8 @@
 #include <algorithm>
 
 #include "fs/target/child_process.h"
-#include "fs/target/python_probe.h"
+#include "fs/target/python_info.h"
+#include "tests/unit/target/python_oracle.h"
 
 namespace whfs::target {
 namespace {
@@ -178,7 +179,7 @@ TEST(Tags, NewerVersionThenTagThenBuildThenName) {
 // (pip._internal.utils.compatibility_tags.get_supported, over pip's vendored packaging), tag for
 // tag, when pip is there to ask. pip's internals are no API: when they move, the test skips.
 TEST(Tags, SameListAsPipOnThisMachine) {
-  const auto py = probe_python(PYTHON3_EXECUTABLE);
+  const auto py = testing::probe_python(PYTHON3_EXECUTABLE);
   ASSERT_TRUE(py) << py.error();
   const auto pip = run_program({PYTHON3_EXECUTABLE, "-c",
                                 "from pip._vendor.packaging import __version__ as v\n"

@@ -10,40 +10,40 @@
 namespace whfs::target {
 namespace {
 
-using testing::ScopedEnv;
-using testing::TempDir;
-
-// A machine made of fakes: a CPython 3.12 (glibc 2.36) whose site-packages holds a torch
-// install and the fake libcudart where pip puts torch's CUDA runtime.
-class Detect : public ::testing::Test {
+// Facts as the readers give them: a CPython 3.12 (glibc 2.36) with torch 2.9 (CUDA 12.8), and
+// a machine whose one GPU the process may use.
+class Compose : public ::testing::Test {
  protected:
   void SetUp() override {
-    site_ = dir_.path() / "site-packages";
-    std::filesystem::create_directories(site_);
-    python_ = testing::write_fake_python(dir_.path(), 12, 36, site_);
-    const auto lib = site_ / "nvidia" / "cuda_runtime" / "lib" / "libcudart.so.12";
-    std::filesystem::create_directories(lib.parent_path());
-    std::filesystem::copy_file(FAKE_CUDART_PATH, lib);
-    bundled_cudart_ = lib.string();
-    // Only the fakes: no system CUDA library takes part.
-    options_.gpu.system_runtimes = {};
-    options_.gpu.drivers = {};
-    options_.gpu.nvml = {};
+    python_.implementation = "cpython";
+    python_.major = 3;
+    python_.minor = 12;
+    python_.executable = "/work/venv/bin/python";
+    python_.glibc = "2.36";
+    python_.platform = "linux-x86_64";
+    torch_.version = "2.9.0+cu128";
+    torch_.major_minor = "2.9";
+    torch_.cuda = "12.8";
+    torch_.path = "/work/venv/lib/python3.12/site-packages/torch/version.py";
+    gpus_.api = GpuApi::kRuntime;
+    gpus_.library = "libcudart.so.12";
+    GpuDevice d;
+    d.major = 8;
+    d.minor = 9;
+    gpus_.devices = {d};
+    visible_ = visible_gpus(gpus_, GpuEnv{});
+    facts_.python = &python_;
+    facts_.torch = &torch_;
+    facts_.machine_gpus = &gpus_;
+    facts_.visible = &visible_;
+    facts_.host = HostPlatform{"x86_64", "2.31"};
   }
 
-  TargetOverrides overrides() const {
-    TargetOverrides o;
-    o.python = python_;
-    return o;
-  }
-
-  TempDir dir_;
-  std::filesystem::path site_;
-  std::string python_;
-  std::string bundled_cudart_;
-  DetectOptions options_;
-  ScopedEnv devices_{"FAKE_CUDA_DEVICES", std::nullopt};
-  ScopedEnv error_{"FAKE_CUDA_ERROR", std::nullopt};
+  PythonInfo python_;
+  TorchInfo torch_;
+  GpuReport gpus_;
+  VisibleGpus visible_;
+  TargetFacts facts_;
 };
 
 // The package layouts of the issue: sm80/sm89/sm120 folders.
@@ -51,166 +51,139 @@ const PackageFolders kLayout = {{"sm80", {"torch2.9-cu128"}},
                                 {"sm89", {"torch2.9-cu128", "torch2.9-cu126"}},
                                 {"sm120", {"torch2.9-cu128"}}};
 
-TEST_F(Detect, EverythingFromTheMachine) {
-  testing::write_torch(site_, "2.9.0+cu128", "12.8");
-  ScopedEnv env("FAKE_CUDA_DEVICES", "8.9");
-  const Target t = detect_target(overrides(), options_);
+TEST_F(Compose, EverythingFromTheFacts) {
+  const Target t = compose_target({}, facts_);
   EXPECT_EQ(t.arch.value, "sm89");
-  EXPECT_EQ(t.arch.source, "device 0 through the CUDA runtime " + bundled_cudart_);
+  EXPECT_EQ(
+      t.arch.source,
+      "CUDA_VISIBLE_DEVICES unset: device 0 (sm89), through the CUDA runtime libcudart.so.12");
   EXPECT_EQ(t.torch.value, "2.9");
-  EXPECT_EQ(t.torch.source, "torch 2.9.0+cu128 (" + (site_ / "torch/version.py").string() + ")");
+  EXPECT_EQ(t.torch.source, "torch 2.9.0+cu128 (" + torch_.path + ")");
   EXPECT_EQ(t.cuda.value, "12.8");
   EXPECT_EQ(t.python_tag.value, "cp312");
-  EXPECT_EQ(t.python_tag.source, "interpreter " + python_ + " (CPython 3.12)");
+  EXPECT_EQ(t.python_tag.source, "the interpreter /work/venv/bin/python (CPython 3.12)");
+  EXPECT_EQ(t.machine, "x86_64");
+  EXPECT_EQ(t.libc, "2.36");  // the interpreter's root, not the host
   EXPECT_EQ(t.platforms.front(), "manylinux_2_36_x86_64");
   EXPECT_TRUE(t.tags.rank(Tag{"cp312", "cp312", "linux_x86_64"}));
   EXPECT_FALSE(t.tags.rank(Tag{"cp311", "cp311", "linux_x86_64"}));
   EXPECT_TRUE(t.notes.empty());
   EXPECT_EQ(choose_folder(t, kLayout).path(), "sm89/torch2.9-cu128");
+  EXPECT_EQ(summary(t), "sm89, torch 2.9, CUDA 12.8, cp312");
 }
 
-TEST_F(Detect, Sm86UsesSm80AndSm90UsesNothing) {
-  testing::write_torch(site_, "2.9.0+cu128", "12.8");
-  {
-    ScopedEnv env("FAKE_CUDA_DEVICES", "8.6");
-    EXPECT_EQ(choose_folder(detect_target(overrides(), options_), kLayout).path(),
-              "sm80/torch2.9-cu128");
-  }
-  ScopedEnv env("FAKE_CUDA_DEVICES", "9.0");
-  const auto c = choose_folder(detect_target(overrides(), options_), kLayout);
-  EXPECT_FALSE(c.found);
-  EXPECT_NE(c.reason.find("no sm9x folder at or below sm90"), std::string::npos) << c.reason;
-}
-
-TEST_F(Detect, TorchVariants) {
-  ScopedEnv env("FAKE_CUDA_DEVICES", "8.9");
-  testing::write_torch(site_, "2.9.0+cu126", "12.6");
-  auto t = detect_target(overrides(), options_);
-  EXPECT_EQ(choose_folder(t, kLayout).path(), "sm89/torch2.9-cu126");
-
-  testing::write_torch(site_, "2.7.1+cu128", "12.8");
-  t = detect_target(overrides(), options_);
-  EXPECT_EQ(t.torch.value, "2.7");
-  EXPECT_EQ(choose_folder(t, kLayout).reason,
-            "no torch2.7 folder for sm89 (it has torch2.9-cu128, torch2.9-cu126); no torch2.7 "
-            "folder for sm80 (it has torch2.9-cu128)");
-
-  testing::write_torch(site_, "2.9.0+cpu", "");
-  t = detect_target(overrides(), options_);
+TEST_F(Compose, TorchVariants) {
+  torch_.version = "2.9.0+cpu";
+  torch_.cuda = "";
+  auto t = compose_target({}, facts_);
   EXPECT_EQ(t.torch.value, "2.9");
   EXPECT_FALSE(t.cuda.has_value());
   EXPECT_EQ(t.cuda.missing,
             "torch 2.9.0+cpu is a CPU build: its version.py has cuda = None (set cuda= to "
             "override)");
-
-  std::filesystem::remove_all(site_ / "torch");
-  t = detect_target(overrides(), options_);
-  EXPECT_EQ(t.torch.missing, "torch not found in " + site_.string());
-  EXPECT_EQ(t.cuda.missing, t.torch.missing);
-  EXPECT_EQ(t.arch.value, "sm89");  // the GPU is still found through torch's runtime folder
+  facts_.torch = nullptr;
+  facts_.torch_error = "torch not found in /work/venv/lib/python3.12/site-packages";
+  t = compose_target({}, facts_);
+  EXPECT_EQ(t.torch.missing, facts_.torch_error);
+  EXPECT_EQ(t.cuda.missing, facts_.torch_error);
+  EXPECT_EQ(t.arch.value, "sm89");
 }
 
-TEST_F(Detect, OverridesEachOnTheirOwn) {
-  testing::write_torch(site_, "2.9.0+cu128", "12.8");
-  ScopedEnv env("FAKE_CUDA_DEVICES", "8.9");
-  auto o = overrides();
+TEST_F(Compose, OverridesEachOnTheirOwn) {
+  TargetOverrides o;
   o.cuda = "cu126";
-  auto t = detect_target(o, options_);
+  auto t = compose_target(o, facts_);
   EXPECT_EQ(t.cuda.value, "12.6");
   EXPECT_EQ(t.cuda.source, "override cuda=cu126 (mount option or WHEELHOUSE_CUDA)");
-  EXPECT_EQ(t.torch.value, "2.9");  // still detected
-  EXPECT_EQ(t.arch.value, "sm89");
-
-  o = overrides();
+  EXPECT_EQ(t.torch.value, "2.9");  // still from the facts
+  o = {};
   o.arch = "8.6";
-  t = detect_target(o, options_);
+  t = compose_target(o, facts_);
   EXPECT_EQ(t.arch.value, "sm86");
-  EXPECT_FALSE(t.gpu);  // no probe when the arch is given
-
-  o = overrides();
-  o.python_tag = "cp310";
-  t = detect_target(o, options_);
-  EXPECT_EQ(t.python_tag.value, "cp310");
-  EXPECT_TRUE(t.tags.rank(Tag{"cp310", "cp310", "manylinux_2_36_x86_64"}));  // this machine's glibc
-  EXPECT_FALSE(t.tags.rank(Tag{"cp312", "cp312", "linux_x86_64"}));
+  EXPECT_TRUE(t.gpus.empty());
+  o = {};
+  o.arch = "sm89+sm80";
+  EXPECT_EQ(compose_target(o, facts_).arch.value, "sm80+sm89");
+  o = {};
+  o.python_tag = "3.13t";
+  t = compose_target(o, facts_);
+  EXPECT_EQ(t.python_tag.value, "cp313t");
+  EXPECT_TRUE(t.tags.rank(Tag{"cp313", "cp313t", "manylinux_2_36_x86_64"}));
 }
 
-TEST_F(Detect, AllOverriddenAsksNothing) {
+TEST_F(Compose, NoInterpreterUsesTheHostsPlatformForAnOverriddenTag) {
   TargetOverrides o;
-  o.python = "/nonexistent/python";
   o.arch = "sm120";
   o.torch = "2.9";
   o.cuda = "12.8";
   o.python_tag = "cp312";
-  const auto t = detect_target(o, options_);
+  TargetFacts none;
+  none.python_error = "not read: torch, cuda and python_tag are all overridden";
+  none.host = HostPlatform{"x86_64", "2.31"};
+  const auto t = compose_target(o, none);
   EXPECT_FALSE(t.python);
-  EXPECT_FALSE(t.gpu);
-  EXPECT_EQ(t.arch.value, "sm120");
-  EXPECT_EQ(t.python_tag.value, "cp312");
-  EXPECT_FALSE(t.tags.empty());  // platforms from this process
+  EXPECT_EQ(t.libc, "2.31");
+  EXPECT_EQ(t.platforms.front(), "manylinux_2_31_x86_64");
   EXPECT_EQ(choose_folder(t, kLayout).path(), "sm120/torch2.9-cu128");
 }
 
-TEST_F(Detect, BadOverridesAreReportedNotReplaced) {
-  testing::write_torch(site_, "2.9.0+cu128", "12.8");
-  ScopedEnv env("FAKE_CUDA_DEVICES", "8.9");
-  auto o = overrides();
+TEST_F(Compose, BadOverridesAreReportedNotReplaced) {
+  TargetOverrides o;
   o.arch = "ampere";
   o.torch = "2.9.0+cu128";
-  const auto t = detect_target(o, options_);
+  const auto t = compose_target(o, facts_);
   EXPECT_FALSE(t.arch.has_value());
   EXPECT_EQ(t.arch.missing,
             "arch=ampere: expected smXY as in the folder names (sm89, sm120) or a compute "
             "capability (8.9)");
   EXPECT_FALSE(t.torch.has_value());
   EXPECT_NE(t.torch.missing.find("torch=2.9.0+cu128: expected major.minor"), std::string::npos);
-  EXPECT_FALSE(t.gpu);
 }
 
-TEST_F(Detect, NoPythonNoGpu) {
-  ScopedEnv env("FAKE_CUDA_DEVICES", "");
-  auto o = overrides();
-  o.python = dir_.str("missing-python");
-  o.cudart = FAKE_CUDART_PATH;
-  const auto t = detect_target(o, options_);
-  EXPECT_NE(t.python_tag.missing.find("no Python interpreter: python interpreter '"),
-            std::string::npos)
-      << t.python_tag.missing;
+TEST_F(Compose, NoPythonNoGpu) {
+  facts_.python = nullptr;
+  facts_.torch = nullptr;
+  facts_.python_error = "no python3 on the process's PATH (/nowhere)";
+  GpuReport none;
+  none.error = "no CUDA library could be loaded";
+  const VisibleGpus nothing = visible_gpus(none, GpuEnv{});
+  facts_.machine_gpus = &none;
+  facts_.visible = &nothing;
+  const auto t = compose_target({}, facts_);
+  EXPECT_EQ(t.python_tag.missing,
+            "no Python interpreter: no python3 on the process's PATH (/nowhere)");
   EXPECT_TRUE(t.tags.empty());
   EXPECT_EQ(t.torch.missing, t.python_tag.missing);
-  EXPECT_NE(t.arch.missing.find("no CUDA device is visible"), std::string::npos) << t.arch.missing;
+  EXPECT_EQ(t.arch.missing, "no GPU found on this machine: no CUDA library could be loaded");
   EXPECT_EQ(choose_folder(t, kLayout).reason, "no GPU arch: " + t.arch.missing);
 }
 
-TEST_F(Detect, HeterogeneousNodeIsANote) {
-  testing::write_torch(site_, "2.9.0+cu128", "12.8");
-  ScopedEnv env("FAKE_CUDA_DEVICES", "8.9,8.6");
-  const auto t = detect_target(overrides(), options_);
-  EXPECT_EQ(t.arch.value, "sm89");
-  ASSERT_EQ(t.notes.size(), 1u);
-  EXPECT_NE(t.notes[0].find("devices differ: 0 sm89, 1 sm86; using device 0"), std::string::npos);
+TEST_F(Compose, DebugAndOtherPythonsAreNotGuessed) {
+  python_.abiflags = "d";
+  EXPECT_NE(compose_target({}, facts_).python_tag.missing.find("ABI flags"), std::string::npos);
+  python_.abiflags = "";
+  python_.implementation = "pypy";
+  EXPECT_NE(compose_target({}, facts_).python_tag.missing.find("CPython wheels"),
+            std::string::npos);
 }
 
-TEST_F(Detect, Json) {
-  testing::write_torch(site_, "2.9.0+cu128", "12.8");
-  ScopedEnv env("FAKE_CUDA_DEVICES", "8.9");
-  auto o = overrides();
+TEST_F(Compose, Json) {
+  TargetOverrides o;
   o.python_tag = "cp311";
-  const auto j = to_json(detect_target(o, options_));
+  const auto j = to_json(compose_target(o, facts_));
   EXPECT_EQ(j["arch"]["value"], "sm89");
   EXPECT_EQ(j["python_tag"]["value"], "cp311");
   EXPECT_EQ(j["python_tag"]["source"],
             "override python_tag=cp311 (mount option or WHEELHOUSE_PYTHON_TAG)");
   EXPECT_EQ(j["torch_install"]["version"], "2.9.0+cu128");
-  EXPECT_EQ(j["gpu"]["devices"][0]["arch"], "sm89");
-  EXPECT_EQ(j["gpu"]["runtime_version"], "12.8");
+  EXPECT_EQ(j["gpus"][0]["arch"], "sm89");
   EXPECT_EQ(j["python"]["version"], "3.12");
+  EXPECT_EQ(j["glibc"], "2.36");
   EXPECT_EQ(j["platforms"].size(), 36u);
-
   const auto missing = to_json(Target{});
   EXPECT_TRUE(missing["arch"]["value"].is_null());
   EXPECT_TRUE(missing["arch"]["missing"].is_string());
-  EXPECT_EQ(missing["gpu"]["skipped"], "arch is overridden");
+  EXPECT_TRUE(missing["python"].is_null());
 }
 
 TEST(Overrides, NormalizedOrExplained) {
@@ -231,8 +204,15 @@ TEST(Overrides, NormalizedOrExplained) {
   EXPECT_FALSE(normalize_cuda("cu1"));
   EXPECT_EQ(*normalize_python_tag("cp312"), "cp312");
   EXPECT_EQ(*normalize_python_tag("3.9"), "cp39");
+  EXPECT_EQ(*normalize_python_tag("cp313t"), "cp313t");
+  EXPECT_EQ(*normalize_python_tag("3.13t"), "cp313t");
   EXPECT_FALSE(normalize_python_tag("py3"));
   EXPECT_FALSE(normalize_python_tag("cp27"));
+  EXPECT_FALSE(normalize_python_tag("t"));
+  EXPECT_FALSE(normalize_python_tag("cp3"));
+  EXPECT_EQ(*normalize_arch("sm89+8.0+sm89"), "sm80+sm89");
+  EXPECT_EQ(*normalize_arch("sm120+sm89"), "sm89+sm120");
+  EXPECT_FALSE(normalize_arch("sm89+"));
 
   TargetOverrides o;
   EXPECT_TRUE(validate_overrides(o));
@@ -240,16 +220,6 @@ TEST(Overrides, NormalizedOrExplained) {
   const auto v = validate_overrides(o);
   ASSERT_FALSE(v);
   EXPECT_EQ(v.error(), "cuda=twelve: expected major.minor such as 12.8 (or the folder form cu128)");
-}
-
-TEST(Overrides, DefaultOptionsReadCudaVisibleDevices) {
-  const auto with = default_detect_options([](const char* name) -> const char* {
-    return std::string_view(name) == "CUDA_VISIBLE_DEVICES" ? "1,0" : nullptr;
-  });
-  EXPECT_EQ(with.gpu.cuda_visible_devices, "1,0");
-  const auto without = default_detect_options([](const char*) -> const char* { return nullptr; });
-  EXPECT_FALSE(without.gpu.cuda_visible_devices);
-  EXPECT_EQ(without.gpu.drivers, std::vector<std::string>{"libcuda.so.1"});
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "fs/target/root_fs.h"
 #include "tests/unit/target/fixtures.h"
 
 namespace whfs::target {
@@ -9,6 +10,13 @@ namespace {
 
 using testing::TempDir;
 using testing::write_torch;
+
+// This machine's files, as RootFs would give them for the root "/".
+Expected<TorchInfo, std::string> find_torch(const std::vector<std::string>& dirs) {
+  static const RootFs root = std::move(*RootFs::open("/"));
+  return target::find_torch(dirs,
+                            [](const std::string& path) { return root.read_file(path, 64 << 10); });
+}
 
 struct Install {
   const char* version;

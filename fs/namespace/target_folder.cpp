@@ -1,4 +1,4 @@
-#include "fs/namespace/current_view.h"
+#include "fs/namespace/target_folder.h"
 
 #include <spdlog/spdlog.h>
 
@@ -25,9 +25,10 @@ std::shared_ptr<Node> synthetic_dir(const std::string& name, const std::string& 
   return d;
 }
 
-// A current/ entry: a synthetic file showing the bytes of a remote file.
-std::shared_ptr<Node> alias_of(const RemoteEntry& e, const std::string& commit,
-                               const std::string& pkg) {
+// A wheel of a target folder: a synthetic file showing the bytes of a remote file. One wheel
+// is one inode in every folder that shows it (its name and content make the identity): the
+// kernel keeps its pages once.
+std::shared_ptr<Node> alias_of(const RemoteEntry& e, const std::string& commit) {
   auto src = std::make_shared<Node>();
   src->kind = NodeKind::kFile;
   src->name = e.name();
@@ -37,51 +38,25 @@ std::shared_ptr<Node> alias_of(const RemoteEntry& e, const std::string& commit,
   n->kind = NodeKind::kSyntheticFile;
   n->name = e.name();
   n->alias = src;
-  n->identity = std::string(CurrentView::kName) + "/" + pkg + "/" + e.name() + ":" +
-                (e.is_lfs() ? e.lfs_sha256 : e.oid);
+  n->identity = "wheel/" + e.name() + ":" + (e.is_lfs() ? e.lfs_sha256 : e.oid);
   return n;
 }
 
 }  // namespace
 
-void CurrentView::set_target(target::Target t) {
-  std::lock_guard lock(mu_);
-  target_ = std::make_shared<const target::Target>(std::move(t));
-}
-
-std::string CurrentView::summary() const {
-  std::shared_ptr<const target::Target> t;
-  {
-    std::lock_guard lock(mu_);
-    t = target_;
-  }
-  if (!t) return "not detected";
-  auto axis = [](const target::Axis& a) { return a.has_value() ? a.value : "?"; };
-  return axis(t->arch) + ", torch " + axis(t->torch) + ", CUDA " + axis(t->cuda) + ", " +
-         axis(t->python_tag);
-}
-
-std::vector<std::shared_ptr<Node>> CurrentView::root_entries(const std::string& commit) {
-  std::shared_ptr<const target::Target> t;
-  {
-    std::lock_guard lock(mu_);
-    t = target_;
-  }
-  auto dir = synthetic_dir(kName, kName);
-  dir->generate = [this, commit, t] { return build(commit, t); };
-  return {dir};
-}
-
-Expected<std::vector<std::shared_ptr<Node>>, FsErr> CurrentView::build(
-    const std::string& commit, const std::shared_ptr<const target::Target>& t) {
+Expected<std::vector<std::shared_ptr<Node>>, FsErr> build_target_folder(
+    ListingSource& source, const std::string& commit, const std::string& key,
+    const target::Target* t, const std::string& why_empty) {
+  const std::string prefix = "targets/" + key;
   nlohmann::json report;
+  report["key"] = key;
   report["commit"] = commit;
   nlohmann::json packages = nlohmann::json::object();
   nlohmann::json unmatched = nlohmann::json::object();
   std::vector<std::shared_ptr<Node>> out;
 
   if (!t) {
-    report["why_empty"] = "the target was not detected";
+    report["why_empty"] = why_empty;
   } else {
     report["target"] = target::to_json(*t);
     if (!t->arch.has_value() || t->tags.empty()) {
@@ -93,17 +68,17 @@ Expected<std::vector<std::shared_ptr<Node>>, FsErr> CurrentView::build(
   }
   const bool usable = t && t->arch.has_value() && !t->tags.empty();
   if (usable) {
-    auto root = source_.list(commit, "");
+    auto root = source.list(commit, "");
     if (!root) return unexpected(root.error());
     for (const auto& pkg : *root) {
-      if (!pkg.is_dir() || pkg.name().starts_with(".") || pkg.name() == kName) continue;
+      if (!pkg.is_dir() || pkg.name().starts_with(".")) continue;
       const std::string name = pkg.name();
-      auto archs = source_.list(commit, name);
+      auto archs = source.list(commit, name);
       if (!archs) return unexpected(archs.error());
       target::PackageFolders folders;
       for (const auto& a : *archs) {
         if (!a.is_dir()) continue;
-        auto torches = source_.list(commit, a.path);
+        auto torches = source.list(commit, a.path);
         if (!torches) return unexpected(torches.error());
         auto& list = folders[a.name()];
         for (const auto& tf : *torches) {
@@ -115,7 +90,7 @@ Expected<std::vector<std::shared_ptr<Node>>, FsErr> CurrentView::build(
         unmatched[name] = choice.reason;
         continue;
       }
-      auto files = source_.list(commit, name + "/" + choice.path());
+      auto files = source.list(commit, name + "/" + choice.path());
       if (!files) return unexpected(files.error());
       // Per project (normalized distribution name): the wheels and the one pip would take.
       std::map<std::string, std::vector<std::pair<target::WheelName, RemoteEntry>>> projects;
@@ -135,7 +110,7 @@ Expected<std::vector<std::shared_ptr<Node>>, FsErr> CurrentView::build(
         }
         projects[target::normalize_project_name(wn->distribution)].emplace_back(*wn, f);
       }
-      auto pkg_dir = synthetic_dir(name, std::string(kName) + "/" + name);
+      auto pkg_dir = synthetic_dir(name, prefix + "/" + name);
       nlohmann::json chosen = nlohmann::json::array();
       for (auto& [project, wheels] : projects) {
         std::vector<target::WheelName> names;
@@ -148,7 +123,7 @@ Expected<std::vector<std::shared_ptr<Node>>, FsErr> CurrentView::build(
                                 {"why", "pip prefers " + wheels[*best].second.name()}});
           }
         }
-        auto alias = alias_of(wheels[*best].second, commit, name);
+        auto alias = alias_of(wheels[*best].second, commit);
         chosen.push_back(wheels[*best].second.name());
         pkg_dir->children[alias->name] = alias;
       }
@@ -172,12 +147,14 @@ Expected<std::vector<std::shared_ptr<Node>>, FsErr> CurrentView::build(
   report["unmatched"] = unmatched;
   auto target_file = std::make_shared<Node>();
   target_file->kind = NodeKind::kSyntheticFile;
-  target_file->name = ".target";
+  target_file->name = kReportName;
   target_file->bytes = std::make_shared<const std::string>(report.dump(2) + "\n");
-  target_file->identity = std::string(kName) + "/.target:" + sha256_hex(*target_file->bytes);
+  target_file->identity = prefix + "/" + kReportName + ":" + sha256_hex(*target_file->bytes);
+  target_file->per_caller = true;  // the caller whose current/ this is also reads why
+  target_file->key = key;
   out.push_back(target_file);
-  spdlog::info("current/ at {}: {} packages match, {} do not", commit.substr(0, 12), out.size() - 1,
-               unmatched.size());
+  spdlog::info("targets/{} at {}: {} packages match, {} do not", key, commit.substr(0, 12),
+               out.size() - 1, unmatched.size());
   return out;
 }
 

@@ -1,10 +1,10 @@
-#include "fs/target/python_probe.h"
+#include "tests/unit/target/python_oracle.h"
 
 #include <nlohmann/json.hpp>
 
 #include "fs/target/child_process.h"
 
-namespace whfs::target {
+namespace whfs::target::testing {
 namespace {
 
 using nlohmann::json;
@@ -71,17 +71,6 @@ int int_field(const json& j, const char* key, int fallback) {
 
 }  // namespace
 
-std::string PythonInfo::python_tag() const {
-  const std::string nodot = std::to_string(major) + std::to_string(minor);
-  if (implementation == "cpython") return "cp" + nodot;
-  if (implementation == "pypy") return "pp" + nodot;
-  return implementation + nodot;
-}
-
-std::string PythonInfo::version() const {
-  return std::to_string(major) + "." + std::to_string(minor);
-}
-
 Expected<PythonInfo, std::string> parse_python_probe(std::string_view output) {
   const std::string line = last_line(output);
   const json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
@@ -112,7 +101,7 @@ Expected<PythonInfo, std::string> parse_python_probe(std::string_view output) {
 
 Expected<PythonInfo, std::string> probe_python(const std::string& interpreter,
                                                std::chrono::milliseconds timeout) {
-  const std::string program = interpreter.empty() ? std::string(kDefaultPython) : interpreter;
+  const std::string program = interpreter.empty() ? std::string("python3") : interpreter;
   const bool on_path = program.find('/') == std::string::npos;
   const std::string who = "python interpreter '" + program + "'";
   const ChildResult r = run_program({program, "-c", kProbeScript}, timeout);
@@ -134,35 +123,4 @@ Expected<PythonInfo, std::string> probe_python(const std::string& interpreter,
   return info;
 }
 
-std::pair<int, int> parse_glibc_version(std::string_view text) {
-  int major = 0;
-  int minor = 0;
-  std::size_t i = 0;
-  auto number = [&](int& out) {
-    const std::size_t start = i;
-    while (i < text.size() && text[i] >= '0' && text[i] <= '9' && i - start < 6) {
-      out = out * 10 + (text[i] - '0');
-      ++i;
-    }
-    return i > start;
-  };
-  // glibc forks append junk after major.minor ("2.20-2014.11"); only the first two count.
-  if (!number(major) || i >= text.size() || text[i] != '.') return {0, 0};
-  ++i;
-  if (!number(minor)) return {0, 0};
-  return {major, minor};
-}
-
-std::string linux_wheel_arch(const PythonInfo& python) {
-  constexpr std::string_view kPrefix = "linux-";
-  if (!python.platform.starts_with(kPrefix)) return "";
-  std::string arch = python.platform.substr(kPrefix.size());
-  for (char& c : arch) {
-    if (c == '-' || c == '.' || c == ' ') c = '_';
-  }
-  if (python.pointer_bits == 32 && arch == "x86_64") return "i686";
-  if (python.pointer_bits == 32 && arch == "aarch64") return "armv8l";
-  return arch;
-}
-
-}  // namespace whfs::target
+}  // namespace whfs::target::testing

@@ -1,0 +1,32 @@
+#include "fs/caller_views.h"
+
+#include <nlohmann/json.hpp>
+
+#include "fs/namespace/targets_view.h"
+
+namespace whfs {
+
+std::string TargetCallerViews::link(const Caller& caller) {
+  return std::string(ns::TargetsView::kTargets) + "/" + targets_.resolve(caller.pid)->key;
+}
+
+std::string TargetCallerViews::report(const Caller& caller, const std::string& key,
+                                      const std::string& folder_report) {
+  auto j = nlohmann::json::parse(folder_report, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return folder_report;
+  const auto r = targets_.resolve(caller.pid);
+  if (r->key == key) {
+    j["caller"] = r->caller;
+    if (key == target::CallerTargets::kUnresolved) {
+      j["why_empty"] = r->why_unresolved;
+    }
+    j["target"] = target::to_json(r->target);
+  } else {
+    j["caller"] = {{"pid", caller.pid},
+                   {"note", "this is the folder of " + key + "; the current/ of this process is " +
+                                std::string(ns::TargetsView::kTargets) + "/" + r->key}};
+  }
+  return j.dump(2) + "\n";
+}
+
+}  // namespace whfs

@@ -1,0 +1,74 @@
+#pragma once
+// Files of another process's world, read from the daemon: paths are resolved inside a root
+// directory (a caller's /proc/PID/root, a container's) the way that process would resolve
+// them, never escaping it (openat2 RESOLVE_IN_ROOT, symlinks resolved in the root, no magic
+// links). Only reading: nothing found here is ever executed or loaded. Every file is opened
+// without blocking (a FIFO planted where a version file should be cannot stall the daemon),
+// must be a regular file, and is read up to a bound.
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fs/common/expected.h"
+
+namespace whfs::target {
+
+// What identifies a file's contents for a cache: if none of these changed, neither did it.
+struct FileStamp {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  std::int64_t mtime_ns = 0;
+  std::int64_t ctime_ns = 0;
+  std::uint64_t size = 0;
+  bool operator==(const FileStamp&) const = default;
+};
+
+class RootFs {
+ public:
+  // `root` is a directory the daemon can open: "/", "/proc/1234/root", a test's folder.
+  static Expected<RootFs, std::string> open(const std::string& root);
+
+  RootFs() = default;
+  ~RootFs();
+  RootFs(RootFs&& other) noexcept;
+  RootFs& operator=(RootFs&& other) noexcept;
+  RootFs(const RootFs&) = delete;
+  RootFs& operator=(const RootFs&) = delete;
+
+  // The regular file at `path` (absolute, in the root), at most `max` bytes; nullopt when it is
+  // missing, not a regular file, larger than `max` or unreadable.
+  std::optional<std::string> read_file(const std::string& path, std::size_t max) const;
+  // The first `n` bytes (or fewer) of the regular file at `path`, whatever its size.
+  std::optional<std::string> read_head(const std::string& path, std::size_t n) const;
+  // Its stamp (following symlinks in the root); nullopt when missing.
+  std::optional<FileStamp> stamp(const std::string& path) const;
+  bool is_dir(const std::string& path) const;
+  bool is_executable_file(const std::string& path) const;
+  // The canonical path (every symlink resolved, in the root), or nullopt when a component is
+  // missing or the links loop.
+  std::optional<std::string> resolve(const std::string& path) const;
+  // Names in a directory (no "." or ".."), unsorted; empty when unreadable.
+  std::vector<std::string> list(const std::string& dir) const;
+  // The stamp of the root directory itself: two processes with the same root see one world.
+  FileStamp root_stamp() const;
+
+ private:
+  explicit RootFs(int fd) : fd_(fd) {}
+  // An fd of `path` inside the root (O_PATH unless flags say otherwise), or -1.
+  int open_in(const std::string& path, int flags, bool follow_last) const;
+
+  int fd_ = -1;
+};
+
+// "/a/b/../c" style clean-up of an absolute path (no filesystem access): "." and ".."
+// segments folded, repeated slashes removed; ".." above "/" stays at "/".
+std::string normalize_path(const std::string& path);
+
+// The directory part of an absolute path ("/usr/bin/python3" -> "/usr/bin").
+std::string parent_of(const std::string& path);
+
+}  // namespace whfs::target

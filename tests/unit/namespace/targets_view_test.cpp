@@ -1,0 +1,171 @@
+// targets/<key>/ and the current link over a small wheelhouse: folders made on first lookup,
+// refused names, a bound on their number, one inode per wheel across folders.
+#include "fs/namespace/targets_view.h"
+
+#include <gtest/gtest.h>
+
+#include <future>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "fs/namespace/target_folder.h"
+#include "tests/unit/namespace/fake_source.h"
+
+namespace whfs::ns {
+namespace {
+
+using testing::dir;
+using testing::FakeSource;
+using testing::file;
+
+const target::HostPlatform kHost{"x86_64", "2.36"};
+
+class TargetsViewTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto& c = src_.trees["c1"];
+    c[""] = {dir("flash_attn", 'a'), file("README.md", '0')};
+    c["flash_attn"] = {dir("flash_attn/sm80", 'b'), dir("flash_attn/sm89", 'c')};
+    c["flash_attn/sm80"] = {dir("flash_attn/sm80/torch2.9-cu128", 'd')};
+    c["flash_attn/sm89"] = {dir("flash_attn/sm89/torch2.9-cu128", 'e')};
+    c["flash_attn/sm80/torch2.9-cu128"] = {
+        file("flash_attn/sm80/torch2.9-cu128/flash_attn-2.8.3-cp311-cp311-linux_x86_64.whl", '1'),
+        file("flash_attn/sm80/torch2.9-cu128/flash_attn-2.8.3-cp312-cp312-linux_x86_64.whl", '2')};
+    c["flash_attn/sm89/torch2.9-cu128"] = {
+        file("flash_attn/sm89/torch2.9-cu128/flash_attn-2.8.3-cp311-cp311-linux_x86_64.whl", '3'),
+        file("flash_attn/sm89/torch2.9-cu128/flash_attn-2.8.3-cp312-cp312-linux_x86_64.whl", '4')};
+  }
+
+  // The entries of a path in `names` ("" = root).
+  std::vector<std::string> ls(Namespace& names, Ino ino) {
+    std::vector<std::string> out;
+    auto entries = names.readdir(ino, false);
+    if (!entries) return {"error: " + entries.error().message};
+    for (const auto& e : *entries) out.push_back(e.name);
+    return out;
+  }
+
+  FakeSource src_;
+};
+
+TEST_F(TargetsViewTest, TheRootShowsTheLinkAndTheFolderOfKeys) {
+  TargetsView view(src_, kHost);
+  Namespace names(src_, "c1", 1000);
+  names.set_synthetic_root(&view);
+  EXPECT_EQ(ls(names, kRootIno),
+            (std::vector<std::string>{"README.md", "current", "flash_attn", "targets"}));
+  const auto current = names.lookup(kRootIno, "current");
+  ASSERT_TRUE(current);
+  EXPECT_TRUE(current->symlink);
+  EXPECT_TRUE(current->per_caller);
+  const auto targets = names.lookup(kRootIno, "targets");
+  ASSERT_TRUE(targets);
+  EXPECT_EQ(ls(names, targets->ino), std::vector<std::string>{"unresolved"});
+  const auto unresolved = names.lookup(targets->ino, "unresolved");
+  ASSERT_TRUE(unresolved);
+  EXPECT_EQ(ls(names, unresolved->ino), std::vector<std::string>{".target"});
+}
+
+TEST_F(TargetsViewTest, AKeysFolderIsMadeOnFirstLookup) {
+  TargetsView view(src_, kHost);
+  Namespace names(src_, "c1", 1000);
+  names.set_synthetic_root(&view);
+  const auto targets = names.lookup(kRootIno, "targets");
+  ASSERT_TRUE(targets);
+  const auto k311 = names.lookup(targets->ino, "sm89-torch2.9-cu128-cp311");
+  ASSERT_TRUE(k311);
+  EXPECT_TRUE(k311->dir);
+  EXPECT_EQ(ls(names, targets->ino),
+            (std::vector<std::string>{"sm89-torch2.9-cu128-cp311", "unresolved"}));
+  EXPECT_EQ(ls(names, k311->ino), (std::vector<std::string>{".target", "flash_attn"}));
+  const auto pkg = names.lookup(k311->ino, "flash_attn");
+  ASSERT_TRUE(pkg);
+  EXPECT_EQ(ls(names, pkg->ino),
+            std::vector<std::string>{"flash_attn-2.8.3-cp311-cp311-linux_x86_64.whl"});
+  // The folder's report: the key's target and its choice; read per caller (per_caller).
+  const auto report = names.lookup(k311->ino, ".target");
+  ASSERT_TRUE(report);
+  EXPECT_TRUE(report->per_caller);
+  const auto node = names.node(report->ino);
+  ASSERT_TRUE(node);
+  EXPECT_EQ((*node)->key, "sm89-torch2.9-cu128-cp311");
+  const auto j = nlohmann::json::parse(*(*node)->bytes);
+  EXPECT_EQ(j["packages"]["flash_attn"]["folder"], "sm89/torch2.9-cu128");
+  EXPECT_EQ(j["target"]["arch"]["source"], "the key sm89-torch2.9-cu128-cp311");
+  // Two GPUs: the folder that runs on both.
+  const auto both = names.lookup(targets->ino, "sm80+sm89-torch2.9-cu128-cp312");
+  ASSERT_TRUE(both);
+  const auto both_pkg = names.lookup(both->ino, "flash_attn");
+  ASSERT_TRUE(both_pkg);
+  const auto wheel = names.lookup(both_pkg->ino, "flash_attn-2.8.3-cp312-cp312-linux_x86_64.whl");
+  ASSERT_TRUE(wheel);
+  EXPECT_EQ((*names.node(wheel->ino))->alias->entry.path,
+            "flash_attn/sm80/torch2.9-cu128/flash_attn-2.8.3-cp312-cp312-linux_x86_64.whl");
+}
+
+TEST_F(TargetsViewTest, OneWheelIsOneInodeInEveryFolder) {
+  TargetsView view(src_, kHost);
+  Namespace names(src_, "c1", 1000);
+  names.set_synthetic_root(&view);
+  const auto targets = names.lookup(kRootIno, "targets");
+  const std::string name = "flash_attn-2.8.3-cp312-cp312-linux_x86_64.whl";
+  auto wheel_in = [&](const std::string& key) {
+    const auto k = names.lookup(targets->ino, key);
+    const auto pkg = names.lookup(k->ino, "flash_attn");
+    return names.lookup(pkg->ino, name)->ino;
+  };
+  // Both keys choose sm89's build: the same file, the same inode; their folders differ.
+  EXPECT_EQ(wheel_in("sm89-torch2.9-cu128-cp312"), wheel_in("sm89-torch2.9-cu128-cp312-glibc2.36"));
+  EXPECT_NE(names.lookup(targets->ino, "sm89-torch2.9-cu128-cp312")->ino,
+            names.lookup(targets->ino, "sm89-torch2.9-cu128-cp312-glibc2.36")->ino);
+}
+
+TEST_F(TargetsViewTest, WhatIsNotAKeyIsNotThere) {
+  TargetsView view(src_, kHost);
+  Namespace names(src_, "c1", 1000);
+  names.set_synthetic_root(&view);
+  const auto targets = names.lookup(kRootIno, "targets");
+  for (const char* bad : {"sm89", "sm89+sm80-torch2.9-cu128-cp311", "..", "current", ".target",
+                          "sm89-torch2.9-cu128-cp311-sparc"}) {
+    const auto r = names.lookup(targets->ino, bad);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error().kind, FsErrorKind::kNotFound);
+  }
+  EXPECT_EQ(ls(names, targets->ino), std::vector<std::string>{"unresolved"});
+}
+
+// A process that looks up made-up keys cannot make the mount build folders without end.
+TEST_F(TargetsViewTest, TheNumberOfFoldersIsBounded) {
+  TargetsView view(src_, kHost, 3);
+  Namespace names(src_, "c1", 1000);
+  names.set_synthetic_root(&view);
+  const auto targets = names.lookup(kRootIno, "targets");
+  for (int minor = 10; minor < 13; ++minor) {
+    EXPECT_TRUE(names.lookup(targets->ino, "sm89-torch2.9-cu128-cp3" + std::to_string(minor)));
+  }
+  EXPECT_FALSE(names.lookup(targets->ino, "sm89-torch2.9-cu128-cp313"));
+  EXPECT_TRUE(names.lookup(targets->ino, "sm89-torch2.9-cu128-cp311"));  // existing ones stay
+}
+
+TEST_F(TargetsViewTest, RacingLookupsOfANewKeyGetOneFolder) {
+  TargetsView view(src_, kHost);
+  Namespace names(src_, "c1", 1000);
+  names.set_synthetic_root(&view);
+  const auto targets = names.lookup(kRootIno, "targets");
+  std::vector<std::future<Ino>> inos;
+  for (int i = 0; i < 8; ++i) {
+    inos.push_back(std::async(std::launch::async, [&] {
+      const auto k = names.lookup(targets->ino, "sm89-torch2.9-cu128-cp312");
+      return k ? names.lookup(k->ino, "flash_attn")->ino : Ino{0};
+    }));
+  }
+  const Ino first = inos.front().get();
+  EXPECT_NE(first, 0u);
+  for (std::size_t i = 1; i < inos.size(); ++i) EXPECT_EQ(inos[i].get(), first);
+  // Every inode handed out is in the table, with the node that is in the tree.
+  const auto k = names.lookup(targets->ino, "sm89-torch2.9-cu128-cp312");
+  EXPECT_EQ((*names.node(k->ino))->name, "sm89-torch2.9-cu128-cp312");
+}
+
+}  // namespace
+}  // namespace whfs::ns
