@@ -44,6 +44,14 @@ bool same_content(const Node& a, const Node& b) {
 
 }  // namespace
 
+std::shared_ptr<Node> synthetic_dir(const std::string& name, const std::string& identity) {
+  auto d = std::make_shared<Node>();
+  d->kind = NodeKind::kSyntheticDir;
+  d->name = name;
+  d->identity = identity;
+  return d;
+}
+
 std::uint64_t Node::size() const {
   if (kind == NodeKind::kFile) return entry.size;
   if (kind == NodeKind::kSyntheticFile) {

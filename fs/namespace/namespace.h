@@ -73,6 +73,9 @@ struct Node {
   std::map<std::string, std::shared_ptr<Node>> children;
 };
 
+// A synthetic folder node (its children come from `generate`, or are set by its maker).
+std::shared_ptr<Node> synthetic_dir(const std::string& name, const std::string& identity);
+
 struct Attr {
   Ino ino = 0;
   bool dir = false;

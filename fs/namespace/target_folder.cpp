@@ -17,14 +17,6 @@ bool ends_with(const std::string& s, const std::string& suffix) {
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-std::shared_ptr<Node> synthetic_dir(const std::string& name, const std::string& identity) {
-  auto d = std::make_shared<Node>();
-  d->kind = NodeKind::kSyntheticDir;
-  d->name = name;
-  d->identity = identity;
-  return d;
-}
-
 // A wheel of a target folder: a synthetic file showing the bytes of a remote file. One wheel
 // is one inode in every folder that shows it (its name and content make the identity): the
 // kernel keeps its pages once.

@@ -8,17 +8,6 @@
 #include "fs/target/target.h"
 
 namespace whfs::ns {
-namespace {
-
-std::shared_ptr<Node> synthetic_dir(const std::string& name, const std::string& identity) {
-  auto d = std::make_shared<Node>();
-  d->kind = NodeKind::kSyntheticDir;
-  d->name = name;
-  d->identity = identity;
-  return d;
-}
-
-}  // namespace
 
 std::shared_ptr<Node> TargetsView::key_folder(const std::string& commit, const std::string& name) {
   if (name == kUnresolved) {

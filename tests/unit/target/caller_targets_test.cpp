@@ -2,7 +2,6 @@
 // /bin/true, pyvenv.cfg files and torch/version.py files), and a GPU report made by hand.
 #include "fs/target/caller_targets.h"
 
-#include <grp.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -18,6 +17,7 @@
 namespace whfs::target {
 namespace {
 
+using testing::Sleeper;
 using testing::TempDir;
 using testing::write_torch;
 using testing::write_venv;
@@ -37,41 +37,6 @@ GpuReport two_gpus() {
   r.devices = {a, b};
   return r;
 }
-
-// A process that runs /bin/sleep with this environment (and, optionally, as another user)
-// until the test ends.
-class Sleeper {
- public:
-  explicit Sleeper(std::vector<std::string> env, uid_t uid = 0) {
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      if (uid != 0 && (::setgroups(0, nullptr) != 0 || ::setgid(uid) != 0 || ::setuid(uid) != 0)) {
-        ::_exit(126);
-      }
-      std::vector<char*> e;
-      for (auto& s : env) e.push_back(s.data());
-      e.push_back(nullptr);
-      char sleep[] = "/bin/sleep";
-      char sixty[] = "60";
-      char* argv[] = {sleep, sixty, nullptr};
-      ::execve(argv[0], argv, e.data());
-      ::_exit(127);
-    }
-    for (int i = 0; i < 500; ++i) {
-      if (auto id = read_identity(pid_); id && id->exe.ends_with("/sleep")) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    ADD_FAILURE() << "the sleeper did not start";
-  }
-  ~Sleeper() {
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-  }
-  pid_t pid() const { return pid_; }
-
- private:
-  pid_t pid_;
-};
 
 class CallerTargetsTest : public ::testing::Test {
  protected:

@@ -16,34 +16,9 @@ namespace whfs::target {
 namespace {
 
 using testing::ScopedEnv;
+using testing::Sleeper;
 using testing::TempDir;
 using testing::write_file;
-
-// A child that execs `argv` with `env` and waits to be killed.
-class Child {
- public:
-  Child(std::vector<std::string> argv, std::vector<std::string> env) {
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      std::vector<char*> a;
-      for (auto& s : argv) a.push_back(s.data());
-      a.push_back(nullptr);
-      std::vector<char*> e;
-      for (auto& s : env) e.push_back(s.data());
-      e.push_back(nullptr);
-      ::execve(a[0], a.data(), e.data());
-      ::_exit(127);
-    }
-  }
-  ~Child() {
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-  }
-  pid_t pid() const { return pid_; }
-
- private:
-  pid_t pid_;
-};
 
 // Waits until the child runs `name` (after its exec).
 void wait_for_exe(pid_t pid, const std::string& name) {
@@ -55,9 +30,8 @@ void wait_for_exe(pid_t pid, const std::string& name) {
 }
 
 TEST(Caller, ReadsOnlyTheVariablesThatDecideTheTarget) {
-  Child c({"/bin/sleep", "60"}, {"PATH=/usr/bin:/bin", "VIRTUAL_ENV=/work/venv",
-                                 "CUDA_VISIBLE_DEVICES=1", "HF_TOKEN=hf_secret", "HOME=/home/u"});
-  wait_for_exe(c.pid(), "sleep");
+  const Sleeper c({"PATH=/usr/bin:/bin", "VIRTUAL_ENV=/work/venv", "CUDA_VISIBLE_DEVICES=1",
+                   "HF_TOKEN=hf_secret", "HOME=/home/u"});
   const auto p = read_caller(c.pid());
   ASSERT_TRUE(p) << p.error();
   EXPECT_EQ(p->exe_name, "sleep");

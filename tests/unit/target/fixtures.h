@@ -2,14 +2,19 @@
 // Test fixtures for fs/target: a temporary folder, fake torch installs and fake Python
 // interpreters in it, and scoped environment variables for the fake vendor libraries.
 
+#include <grp.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace whfs::target::testing {
@@ -96,6 +101,46 @@ inline void write_venv(const fs::path& dir, const std::string& version, const st
   const std::string minor = version.substr(0, version.find('.', 2));
   fs::create_directories(dir / "lib" / ("python" + minor) / "site-packages");
 }
+
+// A process that runs /bin/sleep 60 with exactly this environment (and, optionally, as another
+// user) until the test ends: a caller whose /proc the code under test reads. The constructor
+// returns once the exec happened.
+class Sleeper {
+ public:
+  explicit Sleeper(std::vector<std::string> env, uid_t uid = 0) {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      if (uid != 0 && (::setgroups(0, nullptr) != 0 || ::setgid(uid) != 0 || ::setuid(uid) != 0)) {
+        ::_exit(126);
+      }
+      std::vector<char*> e;
+      for (auto& v : env) e.push_back(v.data());
+      e.push_back(nullptr);
+      char sleep[] = "/bin/sleep";
+      char sixty[] = "60";
+      char* argv[] = {sleep, sixty, nullptr};
+      ::execve(argv[0], argv, e.data());
+      ::_exit(127);
+    }
+    const std::string exe = "/proc/" + std::to_string(pid_) + "/exe";
+    for (int i = 0; i < 1000; ++i) {
+      std::error_code ec;
+      if (fs::read_symlink(exe, ec).filename() == "sleep") return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    std::abort();  // the fork or the exec failed: nothing this test could check
+  }
+  ~Sleeper() {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  Sleeper(const Sleeper&) = delete;
+  Sleeper& operator=(const Sleeper&) = delete;
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_;
+};
 
 // Sets (or unsets, with nullopt) an environment variable for the scope of a test. The
 // probes' children inherit it.
