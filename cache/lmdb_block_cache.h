@@ -75,6 +75,10 @@ class LmdbBlockCache final : public BlockCache {
                                                               std::string_view repo,
                                                               std::string_view commit,
                                                               std::string_view folder) override;
+  Result<void> put_wheel_metadata(std::string_view content_id,
+                                  const WheelMetadataRecord& record) override;
+  Result<std::optional<WheelMetadataRecord>> get_wheel_metadata(
+      std::string_view content_id) override;
   Result<CacheStats> stats() override;
   Result<std::vector<ContentInfo>> list_contents() override;
   Result<VerifyReport> verify_all() override;

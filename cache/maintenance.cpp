@@ -92,6 +92,34 @@ Result<std::optional<std::vector<RemoteEntry>>> LmdbBlockCache::get_listing(
   });
 }
 
+Result<void> LmdbBlockCache::put_wheel_metadata(std::string_view content_id,
+                                                const WheelMetadataRecord& record) {
+  return guarded("cache put_wheel_metadata", [&]() -> Result<void> {
+    const MetadataKey key = wheel_metadata_key(content_id);
+    const std::string value = encode_wheel_metadata(key, record);
+    return write(value.size(), [&](WriteScope& s) {
+      return s.txn.put(dbs_.listings, lmdb::as_bytes(key.key), lmdb::as_bytes(value));
+    });
+  });
+}
+
+Result<std::optional<WheelMetadataRecord>> LmdbBlockCache::get_wheel_metadata(
+    std::string_view content_id) {
+  using Out = Result<std::optional<WheelMetadataRecord>>;
+  return guarded("cache get_wheel_metadata", [&]() -> Out {
+    const MetadataKey key = wheel_metadata_key(content_id);
+    std::optional<WheelMetadataRecord> out;
+    auto ok = read([&](ReadTxnPool::Reader& rd) -> lmdb::Res<void> {
+      auto v = rd.txn.get(dbs_.listings, lmdb::as_bytes(key.key));
+      if (!v) return lmdb_fail(v);
+      if (*v) out = decode_wheel_metadata(**v, key);
+      return {};
+    });
+    if (!ok) return Unexpected<CacheError>{ok.error()};
+    return out;
+  });
+}
+
 // ---- maintenance -----------------------------------------------------------------------
 
 Result<CacheStats> LmdbBlockCache::stats() {

@@ -107,4 +107,29 @@ std::optional<std::vector<RemoteEntry>> decode_listing(std::span<const std::byte
   return entries;
 }
 
+MetadataKey wheel_metadata_key(std::string_view content_id) {
+  return metadata_key({"wheel-metadata", content_id});
+}
+
+std::string encode_wheel_metadata(const MetadataKey& key, const WheelMetadataRecord& record) {
+  ByteWriter w;
+  w.u8(kVersion);
+  w.str(key.echo);
+  w.u8(record.verified ? 1 : 0);
+  w.str(record.metadata);
+  return w.take();
+}
+
+std::optional<WheelMetadataRecord> decode_wheel_metadata(std::span<const std::byte> value,
+                                                         const MetadataKey& key) {
+  ByteReader r(value);
+  if (!read_header(r, key)) return std::nullopt;
+  WheelMetadataRecord rec;
+  const std::uint8_t verified = r.u8();
+  rec.metadata = r.str(kMaxWheelMetadata);
+  if (!r.done() || verified > 1) return std::nullopt;
+  rec.verified = verified == 1;
+  return rec;
+}
+
 }  // namespace whfs::cache

@@ -5,6 +5,9 @@
 //   revisions  key(endpoint, repo, rev)    -> v1: u8 1, str echo, str commit, u64 resolved_ms
 //   listings   key(endpoint, repo, commit, folder) -> v1: u8 1, str echo, u32 n, n x entry
 //   entry: str path, u8 type, u64 size, str oid, str lfs_sha256, str xet_hash
+//   listings   key("wheel-metadata", content id)   -> v1: u8 1, str echo, u8 verified, str bytes
+//              (a wheel's METADATA file, by the wheel's content: two parts, so it never meets a
+//              listing's four-part key)
 //
 // A key is the length-prefixed parts ("echo"); when that is longer than LMDB's key limit it is
 // 0xff + SHA-256 of the echo instead. The value repeats the echo so a lookup can tell its own
@@ -48,5 +51,18 @@ std::optional<RevisionRecord> decode_revision(std::span<const std::byte> value,
 std::string encode_listing(const MetadataKey& key, const std::vector<RemoteEntry>& entries);
 std::optional<std::vector<RemoteEntry>> decode_listing(std::span<const std::byte> value,
                                                        const MetadataKey& key);
+
+// A wheel's METADATA file, and whether it was read from the wheel after the wheel matched its
+// hash (and its RECORD), or only from ranged reads before.
+struct WheelMetadataRecord {
+  std::string metadata;
+  bool verified = false;
+  bool operator==(const WheelMetadataRecord&) const = default;
+};
+inline constexpr std::size_t kMaxWheelMetadata = 4u << 20;
+MetadataKey wheel_metadata_key(std::string_view content_id);
+std::string encode_wheel_metadata(const MetadataKey& key, const WheelMetadataRecord& record);
+std::optional<WheelMetadataRecord> decode_wheel_metadata(std::span<const std::byte> value,
+                                                         const MetadataKey& key);
 
 }  // namespace whfs::cache

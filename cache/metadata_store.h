@@ -1,9 +1,10 @@
 #pragma once
 // What the cache keeps besides file bytes, so that a remount or a start with the Hub out of
-// reach needs no request: the commit a revision resolved to, and each folder listing of a
-// commit. Both are keyed by where they came from (the endpoint's URL, the repo): a listing
-// fetched through a plain-http site cache is never reused by an https mount of another
-// endpoint. The seam CachedListingSource is tested at (tests/unit/fs).
+// reach needs no request: the commit a revision resolved to, each folder listing of a commit,
+// and the METADATA file of each wheel an index page needed (by the wheel's content). Both are keyed
+// by where they came from (the endpoint's URL, the repo): a listing fetched through a plain-http
+// site cache is never reused by an https mount of another endpoint. The seam CachedListingSource is
+// tested at (tests/unit/fs).
 
 #include <chrono>
 #include <optional>
@@ -33,6 +34,11 @@ class MetadataStore {
                                                                       std::string_view repo,
                                                                       std::string_view commit,
                                                                       std::string_view folder) = 0;
+  // `content_id`: the wheel's ContentId::to_string().
+  virtual Result<void> put_wheel_metadata(std::string_view content_id,
+                                          const WheelMetadataRecord& record) = 0;
+  virtual Result<std::optional<WheelMetadataRecord>> get_wheel_metadata(
+      std::string_view content_id) = 0;
 };
 
 }  // namespace whfs::cache

@@ -28,26 +28,22 @@ Result<std::vector<std::uint32_t>> TieredCache::read_blocks(const ContentId& id,
                                                             std::uint32_t first,
                                                             std::uint32_t count, BlockFn fn,
                                                             ReadMode mode) {
-  return (from_lower(id) ? *lower_ : *upper_)
-      .read_blocks(id, content_size, first, count, fn, mode);
+  return (from_lower(id) ? *lower_ : *upper_).read_blocks(id, content_size, first, count, fn, mode);
 }
 
 Result<ContentState> TieredCache::put_blocks(const ContentId& id, std::uint64_t content_size,
-                                             std::uint32_t first,
-                                             std::span<const std::byte> data) {
+                                             std::uint32_t first, std::span<const std::byte> data) {
   return upper_->put_blocks(id, content_size, first, data);
 }
 
-Result<ContentState> TieredCache::verify_content(const ContentId& id,
-                                                 std::uint64_t content_size) {
+Result<ContentState> TieredCache::verify_content(const ContentId& id, std::uint64_t content_size) {
   if (!from_lower(id)) return upper_->verify_content(id, content_size);
   auto r = lower_->verify_content(id, content_size);
   if (!r && r.error().kind == CacheError::Kind::kCorrupt) lower_is_bad(id);
   return r;
 }
 
-Result<ContentState> TieredCache::recheck_content(const ContentId& id,
-                                                  std::uint64_t content_size) {
+Result<ContentState> TieredCache::recheck_content(const ContentId& id, std::uint64_t content_size) {
   if (!from_lower(id)) return upper_->recheck_content(id, content_size);
   auto r = lower_->recheck_content(id, content_size);
   if (!r && r.error().kind == CacheError::Kind::kCorrupt) lower_is_bad(id);
@@ -80,12 +76,27 @@ Result<void> TieredCache::put_listing(std::string_view endpoint, std::string_vie
   return upper_->put_listing(endpoint, repo, commit, folder, entries);
 }
 
-Result<std::optional<std::vector<RemoteEntry>>> TieredCache::get_listing(
-    std::string_view endpoint, std::string_view repo, std::string_view commit,
-    std::string_view folder) {
+Result<std::optional<std::vector<RemoteEntry>>> TieredCache::get_listing(std::string_view endpoint,
+                                                                         std::string_view repo,
+                                                                         std::string_view commit,
+                                                                         std::string_view folder) {
   auto up = upper_->get_listing(endpoint, repo, commit, folder);
   if (up && *up) return up;
   return lower_->get_listing(endpoint, repo, commit, folder);
+}
+
+Result<void> TieredCache::put_wheel_metadata(std::string_view content_id,
+                                             const WheelMetadataRecord& record) {
+  return upper_->put_wheel_metadata(content_id, record);
+}
+
+Result<std::optional<WheelMetadataRecord>> TieredCache::get_wheel_metadata(
+    std::string_view content_id) {
+  auto up = upper_->get_wheel_metadata(content_id);
+  if (up && *up && (*up)->verified) return up;
+  auto low = lower_->get_wheel_metadata(content_id);
+  if (low && *low) return low;
+  return up;
 }
 
 }  // namespace whfs::cache

@@ -51,6 +51,10 @@ class TieredCache final : public BlockCache {
                                                               std::string_view repo,
                                                               std::string_view commit,
                                                               std::string_view folder) override;
+  Result<void> put_wheel_metadata(std::string_view content_id,
+                                  const WheelMetadataRecord& record) override;
+  Result<std::optional<WheelMetadataRecord>> get_wheel_metadata(
+      std::string_view content_id) override;
 
   // Maintenance is the upper tier's: the lower one is not this mount's to change.
   Result<void> refresh_pins() override { return upper_->refresh_pins(); }
@@ -86,8 +90,8 @@ class NullCache final : public BlockCache {
 
   std::uint32_t block_size() const override { return block_size_; }
   Result<std::vector<std::uint32_t>> read_blocks(const ContentId&, std::uint64_t,
-                                                 std::uint32_t first, std::uint32_t count,
-                                                 BlockFn, ReadMode) override {
+                                                 std::uint32_t first, std::uint32_t count, BlockFn,
+                                                 ReadMode) override {
     std::vector<std::uint32_t> all;
     for (std::uint32_t b = first; b < first + count; ++b) all.push_back(b);
     return all;
@@ -122,6 +126,12 @@ class NullCache final : public BlockCache {
                                                               std::string_view,
                                                               std::string_view) override {
     return std::optional<std::vector<RemoteEntry>>();
+  }
+  Result<void> put_wheel_metadata(std::string_view, const WheelMetadataRecord&) override {
+    return busy();
+  }
+  Result<std::optional<WheelMetadataRecord>> get_wheel_metadata(std::string_view) override {
+    return std::optional<WheelMetadataRecord>();
   }
   Result<void> refresh_pins() override { return {}; }
   Result<void> flush() override { return {}; }

@@ -23,6 +23,8 @@
 #include "fs/fuse/fuse_mount.h"
 #include "fs/hub/hub_client.h"
 #include "fs/hub/offline_hub.h"
+#include "fs/index/index_metadata.h"
+#include "fs/index/wheel_metadata.h"
 #include "fs/listing_source.h"
 #include "fs/namespace/namespace.h"
 #include "fs/namespace/targets_view.h"
@@ -120,15 +122,6 @@ class MountApp {
     if (auto r = resolve_at_mount(); !r) return r;
 
     listings_ = std::make_unique<CachedListingSource>(*hub_, *cache_, endpoint_, repo_.id, 60s);
-    target::CallerTargetsConfig tc;
-    tc.overrides = o_.target;
-    tc.per_caller = o_.current_per_caller;
-    callers_ =
-        std::make_unique<target::CallerTargets>(tc, std::move(gpus), target::host_platform());
-    views_ = std::make_unique<TargetCallerViews>(*callers_);
-    targets_ = std::make_unique<ns::TargetsView>(*listings_, callers_->host());
-    names_ = std::make_unique<ns::Namespace>(*listings_, commit_, mtime_);
-    if (o_.current) names_->set_synthetic_root(targets_.get());
     reader::ReaderConfig rc;
     rc.fetcher.workers = o_.connections;
     rc.fetcher.max_request = std::max<std::uint64_t>(1 << 20, o_.readahead / o_.connections);
@@ -139,6 +132,17 @@ class MountApp {
     rc.readahead.max_window = std::max<std::uint64_t>(1 << 20, o_.readahead);
     rc.readahead.batch = rc.fetcher.max_request;
     reader_ = std::make_unique<reader::Reader>(*cache_, *hub_, rc);
+    target::CallerTargetsConfig tc;
+    tc.overrides = o_.target;
+    tc.per_caller = o_.current_per_caller;
+    callers_ =
+        std::make_unique<target::CallerTargets>(tc, std::move(gpus), target::host_platform());
+    views_ = std::make_unique<TargetCallerViews>(*callers_);
+    wheel_meta_ = std::make_unique<index::WheelMetadataService>(*reader_, *cache_, o_.read_timeout);
+    index_meta_ = std::make_unique<index::WheelIndexMetadata>(*wheel_meta_);
+    targets_ = std::make_unique<ns::TargetsView>(*listings_, callers_->host(), index_meta_.get());
+    names_ = std::make_unique<ns::Namespace>(*listings_, commit_, mtime_);
+    if (o_.current) names_->set_synthetic_root(targets_.get());
     fs_ = std::make_unique<Filesystem>(
         *names_, *reader_, FilesystemConfig{o_.read_timeout, repo_.id, o_.revision, o_.cache_size});
     fs_->set_status_provider([this] { return status_json(); });
@@ -433,6 +437,11 @@ class MountApp {
     j["inodes"] = names_->inode_count();
     j["serving"] = o_.streaming ? "streaming" : "verified";
     j["targets"] = o_.current ? callers_->status_json() : nlohmann::json(nullptr);
+    const auto ms = wheel_meta_->stats();
+    j["wheel_metadata"] = {{"extracted", ms.extracted},
+                           {"from_cache", ms.from_store},
+                           {"verified", ms.verified},
+                           {"mismatched", ms.mismatched}};
     j["hub"] = hub_stats_json(hub_->stats());
     j["fetch"] = fetch_stats_json(reader_->stats());
     j["recent_problems"] = recent_problems();
@@ -461,6 +470,8 @@ class MountApp {
   std::unique_ptr<ns::TargetsView> targets_;
   std::unique_ptr<ns::Namespace> names_;
   std::unique_ptr<reader::Reader> reader_;
+  std::unique_ptr<index::WheelMetadataService> wheel_meta_;
+  std::unique_ptr<index::WheelIndexMetadata> index_meta_;
   std::unique_ptr<Filesystem> fs_;
   std::unique_ptr<fuse::FuseMount> fuse_;
 

@@ -30,7 +30,14 @@ struct PrefetchOptions {
   int jobs = 4;
 };
 
+struct HashesOptions {
+  std::string mountpoint = "/mnt/wheelhouse";
+  std::string target;                 // a key; empty: where current leads this process
+  std::vector<std::string> packages;  // project or folder names; empty: every one
+};
+
 int run_detect(const CommonOptions& o, const DetectOptions& d);
+int run_hashes(const HashesOptions& o);
 int run_status(const std::string& mountpoint, const CommonOptions& o);
 int run_cache_stats(const CommonOptions& o);
 int run_cache_ls(const CommonOptions& o);

@@ -64,6 +64,12 @@ bool collect(const PrefetchOptions& o, std::vector<Job>& jobs) {
     }
     for (auto it = fsys::recursive_directory_iterator(r, ec); !ec && it != fsys::end(it);
          it.increment(ec)) {
+      // A target folder's simple/ and all/ show its package folders' wheels again.
+      if (it.depth() == 0 && it->is_directory(ec) &&
+          (it->path().filename() == "simple" || it->path().filename() == "all")) {
+        it.disable_recursion_pending();
+        continue;
+      }
       if (it->is_regular_file(ec) && it->path().filename() != ".target") {
         jobs.push_back({it->path().string(), it->file_size(ec)});
       }

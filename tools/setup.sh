@@ -13,6 +13,7 @@ pkgs=(
   build-essential cmake ninja-build pkg-config ca-certificates
   libfuse3-dev libcurl4-openssl-dev libspdlog-dev nlohmann-json3-dev libssl-dev
   libxxhash-dev libcli11-dev libsystemd-dev libgtest-dev libgmock-dev libbenchmark-dev
+  zlib1g-dev
   # run
   fuse3 lmdb-utils python3
 )

@@ -4,6 +4,7 @@
 //   wheelhouse status MOUNTPOINT [--json]                a running mount's figures
 //   wheelhouse cache stats|ls|verify|evict|clear          the block cache (--cache-dir DIR)
 //   wheelhouse prefetch [--mount DIR] [--target KEY] [--current PKG]... PATH...   warm it
+//   wheelhouse hashes [--mount DIR] [--current | --target KEY] [PKG...]  pinned requirements
 //
 // Exit codes: 0 ok; 1 failure; 2 bad usage; 3 not a wheelhouse mount, or a cache this
 // version cannot read; 4 `cache verify` found and dropped corrupt contents.
@@ -86,6 +87,18 @@ int main(int argc, char** argv) {
   prefetch->add_option("-j,--jobs", prefetch_opts.jobs, "files read at once")
       ->check(CLI::Range(1, 64));
 
+  HashesOptions hashes_opts;
+  auto* hashes = app.add_subcommand(
+      "hashes", "Requirement lines name==version --hash=sha256:... for --require-hashes");
+  hashes->add_option("--mount", hashes_opts.mountpoint,
+                     "the wheelhouse mount (default /mnt/wheelhouse)");
+  bool hashes_current = false;
+  auto* hashes_cur = hashes->add_flag("--current", hashes_current,
+                                      "the folder current/ leads this shell to (the default)");
+  hashes->add_option("--target", hashes_opts.target, "a target key instead of current/")
+      ->excludes(hashes_cur);
+  hashes->add_option("PKG", hashes_opts.packages, "packages (default: every one)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -94,6 +107,7 @@ int main(int argc, char** argv) {
   whfs::setup_logging(log_level);
   if (*detect) return run_detect(common, detect_opts);
   if (*status) return run_status(mountpoint, common);
+  if (*hashes) return run_hashes(hashes_opts);
   if (*prefetch) {
     prefetch_opts.current_given = prefetch->count("--current") > 0;
     return run_prefetch(prefetch_opts);

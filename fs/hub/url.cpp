@@ -3,12 +3,10 @@
 #include <algorithm>
 #include <cctype>
 
+#include "fs/common/percent.h"
+
 namespace whfs::hub {
 namespace {
-
-bool unreserved(unsigned char c) {
-  return std::isalnum(c) != 0 || c == '-' || c == '.' || c == '_' || c == '~';
-}
 
 std::string lower(std::string_view s) {
   std::string out(s);
@@ -62,21 +60,7 @@ Split split_url(std::string_view url) {
 
 }  // namespace
 
-std::string encode_segment(std::string_view s) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(s.size());
-  for (unsigned char c : s) {
-    if (unreserved(c)) {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out.push_back('%');
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 0xf]);
-    }
-  }
-  return out;
-}
+std::string encode_segment(std::string_view s) { return percent_encode(s); }
 
 std::string encode_path(std::string_view path) {
   std::string out;

@@ -15,7 +15,8 @@ std::shared_ptr<Node> TargetsView::key_folder(const std::string& commit, const s
     d->generate = [this, commit] {
       return build_target_folder(source_, commit, kUnresolved, nullptr,
                                  "the target of the process that reads this is not known "
-                                 "(its caller section says why)");
+                                 "(its caller section says why)",
+                                 metadata_);
     };
     return d;
   }
@@ -27,7 +28,7 @@ std::shared_ptr<Node> TargetsView::key_folder(const std::string& commit, const s
   auto d = synthetic_dir(name, std::string(kTargets) + "/" + name);
   d->generate = [this, commit, name, k = *key] {
     const target::Target t = target::target_of(k, host_);
-    return build_target_folder(source_, commit, name, &t, "");
+    return build_target_folder(source_, commit, name, &t, "", metadata_);
   };
   return d;
 }

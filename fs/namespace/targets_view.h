@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "fs/namespace/namespace.h"
+#include "fs/namespace/target_folder.h"
 #include "fs/target/key.h"
 
 namespace whfs::ns {
@@ -30,8 +31,10 @@ class TargetsView : public SyntheticRoot {
 
   // At most `max_keys` folders per tree (each a walk of the listings): a process that looks
   // up many made-up keys cannot make the mount hold unbounded trees.
-  TargetsView(ListingSource& source, target::HostPlatform host, std::size_t max_keys = 1024)
-      : source_(source), host_(std::move(host)), max_keys_(max_keys) {}
+  // `metadata` (may be null) gives the index pages the wheels' METADATA.
+  TargetsView(ListingSource& source, target::HostPlatform host,
+              IndexMetadataSource* metadata = nullptr, std::size_t max_keys = 1024)
+      : source_(source), host_(std::move(host)), metadata_(metadata), max_keys_(max_keys) {}
 
   std::vector<std::shared_ptr<Node>> root_entries(const std::string& commit) override;
 
@@ -40,6 +43,7 @@ class TargetsView : public SyntheticRoot {
 
   ListingSource& source_;
   const target::HostPlatform host_;
+  IndexMetadataSource* const metadata_;
   const std::size_t max_keys_;
 };
 

@@ -210,6 +210,72 @@ Expected<Source, ReadError> Fetcher::ensure(const FileContent& content, BlockRan
   return r;
 }
 
+Expected<std::string, ReadError> Fetcher::peek(const FileContent& c, std::uint64_t offset,
+                                               std::size_t size, const WaitPolicy& wait) {
+  if (offset >= c.size) return std::string();
+  size = static_cast<std::size_t>(std::min<std::uint64_t>(size, c.size - offset));
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return unexpected(ReadError{ReadError::Kind::kCancelled, "shutting down"});
+  }
+  if (auto e = blocked(c.id, c.path)) return unexpected(std::move(*e));
+  if (auto m = memory_hit(c.id)) {
+    return std::string(reinterpret_cast<const char*>(m->data.get() + offset), size);
+  }
+  const BlockRange need = blocks_for(offset, size, c.size, store_.block_size());
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    if (auto bytes = copy_present(c, offset, size)) return std::move(*bytes);
+    // A complete content that was not hashed yet is withheld by the cache: hash it (locally).
+    if (auto state = store_.content_state(c.id);
+        state && *state && (*state)->complete() && !(*state)->verified) {
+      if (auto v = verify_or_retry(c); !v) return unexpected(v.error());
+      continue;
+    }
+    auto missing = missing_blocks(c, need);
+    if (!missing) break;
+    if (missing->empty()) continue;
+    auto r = fetch_blocks(c, *missing, wait, std::nullopt);
+    if (!r) {
+      remember_failure(c, r.error());
+      return unexpected(r.error());
+    }
+    if (*r == Stored::kNotKept) break;
+  }
+  // The cache cannot hold them: one GET of just these bytes.
+  std::string out(size, '\0');
+  auto got = get_range(c, offset, std::as_writable_bytes(std::span<char>(out)),
+                       Clock::now() + config_.request_timeout, wait.cancel);
+  if (!got) return unexpected(got.error());
+  return out;
+}
+
+std::optional<std::string> Fetcher::copy_present(const FileContent& c, std::uint64_t offset,
+                                                 std::size_t size) {
+  const std::uint32_t bs = store_.block_size();
+  const BlockRange r = blocks_for(offset, size, c.size, bs);
+  std::string out;
+  out.reserve(size);
+  bool gap = false;
+  auto missing = store_.read_blocks(
+      c.id, c.size, r.first, r.count,
+      [&](std::uint32_t index, std::span<const std::byte> bytes) {
+        const std::uint64_t start = static_cast<std::uint64_t>(index) * bs;
+        if (gap || start > offset + out.size()) {
+          gap = true;
+          return;
+        }
+        const std::uint64_t from = offset + out.size() - start;
+        const std::uint64_t to = std::min<std::uint64_t>(offset + size - start, bytes.size());
+        if (from < to) {
+          out.append(reinterpret_cast<const char*>(bytes.data() + from),
+                     static_cast<std::size_t>(to - from));
+        }
+      },
+      cache::BlockStore::ReadMode::kPartial);
+  if (!missing || !missing->empty() || gap || out.size() != size) return std::nullopt;
+  return out;
+}
+
 Expected<Source, ReadError> Fetcher::ensure_verified(const FileContent& c, BlockRange need,
                                                      const WaitPolicy& wait) {
   const std::uint32_t total = block_count(c.size, store_.block_size());
@@ -278,7 +344,7 @@ Expected<Source, ReadError> Fetcher::ensure_streaming(const FileContent& c, Bloc
 }
 
 Expected<Fetcher::ClaimOutcome, ReadError> Fetcher::claim_or_wait(const FileContent& c,
-                                                                   const WaitPolicy& wait) {
+                                                                  const WaitPolicy& wait) {
   {
     std::lock_guard lock(mu_);
     if (auto it = claims_.find(c.id); it != claims_.end()) {
@@ -289,7 +355,7 @@ Expected<Fetcher::ClaimOutcome, ReadError> Fetcher::claim_or_wait(const FileCont
   auto take = [&]() -> std::optional<ClaimOutcome> {
     auto claim = store_.claim_download(c.id);
     if (!claim) return ClaimOutcome{};  // nothing to coordinate with: download
-    if (!*claim) return std::nullopt;    // another process holds it
+    if (!*claim) return std::nullopt;   // another process holds it
     std::shared_ptr<cache::BlockStore::DownloadClaim> shared(std::move(*claim));
     std::lock_guard lock(mu_);
     claims_[c.id] = shared;
@@ -327,9 +393,10 @@ Expected<Fetcher::ClaimOutcome, ReadError> Fetcher::claim_or_wait(const FileCont
     }
     if (auto mine = take()) return *mine;
     if (Clock::now() - last_progress >= config_.claim_takeover) {
-      spdlog::warn("{}: the process downloading it for the cache made no progress for {} s; "
-                   "downloading the rest here",
-                   c.path, config_.claim_takeover.count());
+      spdlog::warn(
+          "{}: the process downloading it for the cache made no progress for {} s; "
+          "downloading the rest here",
+          c.path, config_.claim_takeover.count());
       std::lock_guard lock(mu_);
       stats_.takeovers++;
       return ClaimOutcome{};

@@ -106,11 +106,11 @@ struct FetcherStats {
   std::uint64_t waits_joined = 0;  // block requests that joined a download already in flight
   std::uint64_t errors = 0;
   std::uint64_t corrupt = 0;
-  std::uint64_t uncached = 0;     // downloads the cache could not keep
-  std::uint64_t in_memory = 0;    // contents verified and served from memory instead
-  std::uint64_t rechecks = 0;     // contents verified by this process before serving them
-  std::uint64_t failed_fast = 0;  // reads failed at once (quarantine or a recent failure)
-  std::uint64_t interrupted = 0;  // reads whose caller went away while they waited
+  std::uint64_t uncached = 0;      // downloads the cache could not keep
+  std::uint64_t in_memory = 0;     // contents verified and served from memory instead
+  std::uint64_t rechecks = 0;      // contents verified by this process before serving them
+  std::uint64_t failed_fast = 0;   // reads failed at once (quarantine or a recent failure)
+  std::uint64_t interrupted = 0;   // reads whose caller went away while they waited
   std::uint64_t shared_waits = 0;  // files another process sharing the cache downloaded
   std::uint64_t takeovers = 0;     // ... or started to, then stalled: downloaded here
 };
@@ -129,6 +129,13 @@ class Fetcher {
   Expected<Source, ReadError> ensure(const FileContent& content, BlockRange need,
                                      const WaitPolicy& wait,
                                      std::optional<BlockRange> then = std::nullopt);
+
+  // Bytes of a content for the daemon's own use (a wheel's metadata), whether or not the whole
+  // content has matched its hash yet: from the cache, else downloaded into it (only the blocks
+  // they span), else straight from one ranged GET. Never handed to a reader as such: whoever
+  // uses them checks what it derives once the content is verified.
+  Expected<std::string, ReadError> peek(const FileContent& content, std::uint64_t offset,
+                                        std::size_t size, const WaitPolicy& wait);
 
   // Whether a cache read of this content may be handed to a reader now, without ensure():
   // verified serving needs the content verified by this process (or a trusted cache).
@@ -185,6 +192,10 @@ class Fetcher {
     bool other_finished = false;
   };
   Expected<ClaimOutcome, ReadError> claim_or_wait(const FileContent& c, const WaitPolicy& wait);
+  // The bytes [offset, offset + size) from the cache's present blocks; nullopt when one is
+  // missing.
+  std::optional<std::string> copy_present(const FileContent& c, std::uint64_t offset,
+                                          std::size_t size);
   // Blocks of [first, end) not in the cache; nullopt when the cache cannot say.
   std::optional<std::vector<std::uint32_t>> missing_blocks(const FileContent& c, BlockRange r);
 

@@ -58,6 +58,18 @@ class Reader {
   Expected<void, ReadError> read(OpenFile& file, std::uint64_t offset, std::size_t size,
                                  const WaitPolicy& wait, ReplyFn reply);
 
+  // Bytes of a content for the daemon's own use, possibly before the content is verified (see
+  // Fetcher::peek): never for a reader.
+  Expected<std::string, ReadError> peek(const FileContent& content, std::uint64_t offset,
+                                        std::size_t size, const WaitPolicy& wait) {
+    return fetcher_.peek(content, offset, size, wait);
+  }
+  // Whether the cache holds the whole content and it matched its hash.
+  bool verified(const FileContent& content) {
+    auto state = store_.content_state(content.id);
+    return state && *state && (*state)->verified;
+  }
+
   FetcherStats stats() const { return fetcher_.stats(); }
   void set_corrupt_listener(std::function<void(const cache::ContentId&)> listener) {
     fetcher_.set_corrupt_listener(std::move(listener));

@@ -42,7 +42,7 @@ from typing import NamedTuple, Optional
 
 KIB = 1 << 10
 MIB = 1 << 20
-GENERATOR_VERSION = 1  # bump when the produced bytes change
+GENERATOR_VERSION = 2  # bump when the produced bytes change
 DEFAULT_SEED = 20250601
 FIXED_MTIME = 1748736000  # 2025-06-01T00:00:00Z, for files and directories
 ZIP_DATE = (2025, 6, 1, 0, 0, 0)
@@ -155,11 +155,13 @@ def plan(seed, big_mib, small, many):
 
 
 def _stored_zip(members):
-    """Return a ZIP_STORED archive of [(name, [chunk, ...])] as a list of chunks.
+    """Return a zip archive of [(name, [chunk, ...])] as a list of chunks.
 
-    Hand-rolled (what zipfile writes for stored members, minus its per-call
-    overhead, which dominated --many 100000) so that the payload is never
-    copied and the archive size is a simple function of the member sizes.
+    Hand-rolled (what zipfile writes, minus its per-call overhead, which
+    dominated --many 100000) so that the payload is never copied and the
+    archive size is a simple function of the member sizes. Members are stored,
+    except the dist-info METADATA, which is deflated as real wheels have it (a
+    reader of the index must inflate it).
     """
     year, month, day, hour, minute, second = ZIP_DATE
     dos_date = (year - 1980) << 9 | month << 5 | day
@@ -171,14 +173,21 @@ def _stored_zip(members):
         crc = 0
         for c in chunks:
             crc = zlib.crc32(c, crc)
-        # version 2.0 needed, no flags, method 0 (stored), no extra field.
-        local = struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, 0, dos_time, dos_date,
-                            crc, size, size, len(raw), 0) + raw
-        central.append(struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 0x0314, 20, 0, 0, dos_time, dos_date,
-                                   crc, size, size, len(raw), 0, 0, 0, 0, 0o644 << 16, offset) + raw)
+        method = 0
+        if name.endswith(".dist-info/METADATA"):
+            z = zlib.compressobj(9, zlib.DEFLATED, -15)
+            chunks = [z.compress(b"".join(chunks)) + z.flush()]
+            method = 8
+        csize = sum(len(c) for c in chunks)
+        # version 2.0 needed, no flags, stored (0) or deflated (8), no extra field.
+        local = struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, method, dos_time, dos_date,
+                            crc, csize, size, len(raw), 0) + raw
+        central.append(struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 0x0314, 20, 0, method, dos_time,
+                                   dos_date, crc, csize, size, len(raw), 0, 0, 0, 0, 0o644 << 16,
+                                   offset) + raw)
         out.append(local)
         out.extend(chunks)
-        offset += len(local) + size
+        offset += len(local) + csize
     cdir = b"".join(central)
     out.append(cdir)
     out.append(struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, len(members), len(members),
@@ -208,7 +217,8 @@ def _build_wheel(w, seed, payload_size):
         members.append((f"{w.pkg}/_payload.bin", [rng.randbytes(n) for n in sizes if n]))
     summary = f"Summary: fake {w.pkg} wheel for {folder}\n" if payload_size is not None else ""
     members.append((f"{dist_info}/METADATA",
-                    [f"Metadata-Version: 2.1\nName: {w.pkg}\nVersion: {w.version}\n{summary}".encode()]))
+                    [f"Metadata-Version: 2.1\nName: {w.pkg}\nVersion: {w.version}\n{summary}"
+                     f"Requires-Python: >=3.9, <4\n".encode()]))
     members.append((f"{dist_info}/WHEEL", [("Wheel-Version: 1.0\nGenerator: gen_wheelhouse\n"
                                             f"Root-Is-Purelib: false\nTag: {w.tag}\n").encode()]))
     if payload_size is not None:

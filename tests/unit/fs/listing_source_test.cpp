@@ -8,10 +8,13 @@
 #include <mutex>
 #include <tuple>
 
+#include "tests/unit/fs/memory_metadata.h"
+
 namespace whfs {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::MemoryMetadata;
 
 RemoteEntry dir(const std::string& path) {
   RemoteEntry e;
@@ -29,51 +32,6 @@ RemoteEntry file(const std::string& path) {
   return e;
 }
 
-class MemoryMetadata : public cache::MetadataStore {
- public:
-  using Key = std::tuple<std::string, std::string, std::string, std::string>;
-
-  cache::Result<void> put_revision(std::string_view, std::string_view, std::string_view,
-                                   std::string_view,
-                                   std::chrono::system_clock::time_point) override {
-    return {};
-  }
-  cache::Result<std::optional<cache::RevisionRecord>> get_revision(std::string_view,
-                                                                   std::string_view,
-                                                                   std::string_view) override {
-    return std::optional<cache::RevisionRecord>();
-  }
-  cache::Result<void> put_listing(std::string_view endpoint, std::string_view repo,
-                                  std::string_view commit, std::string_view folder,
-                                  const std::vector<RemoteEntry>& entries) override {
-    std::lock_guard lock(mu);
-    ++puts;
-    if (refuse) return cache::cache_error(refuse_kind, "refused");
-    listings[Key(endpoint, repo, commit, folder)] = entries;
-    return {};
-  }
-  cache::Result<std::optional<std::vector<RemoteEntry>>> get_listing(
-      std::string_view endpoint, std::string_view repo, std::string_view commit,
-      std::string_view folder) override {
-    std::lock_guard lock(mu);
-    if (fail_reads) return cache::cache_error(cache::CacheError::Kind::kBusy, "busy");
-    const auto it = listings.find(Key(endpoint, repo, commit, folder));
-    if (it == listings.end()) return std::optional<std::vector<RemoteEntry>>();
-    return std::optional<std::vector<RemoteEntry>>(it->second);
-  }
-  void lose_everything() {
-    std::lock_guard lock(mu);
-    listings.clear();
-  }
-
-  std::mutex mu;
-  std::map<Key, std::vector<RemoteEntry>> listings;
-  int puts = 0;
-  bool refuse = false;
-  cache::CacheError::Kind refuse_kind = cache::CacheError::Kind::kFull;
-  bool fail_reads = false;
-};
-
 // A repo of two folders: pkg/ (with sub/) and other/.
 class ListingHub : public hub::HubClient {
  public:
@@ -90,9 +48,9 @@ class ListingHub : public hub::HubClient {
       hub::HubError e{hub::HubErrorKind::kBadResponse, "too many", 0, "TooManyEntries", ""};
       return unexpected(e);
     }
-    std::vector<RemoteEntry> all = {dir("pkg"), dir("pkg/sub"), file("pkg/a.whl"),
-                                    file("pkg/sub/b.whl"), dir("other"), file("other/c.whl"),
-                                    file("README.md")};
+    std::vector<RemoteEntry> all = {
+        dir("pkg"),   dir("pkg/sub"),      file("pkg/a.whl"), file("pkg/sub/b.whl"),
+        dir("other"), file("other/c.whl"), file("README.md")};
     std::vector<RemoteEntry> out;
     for (const auto& e : all) {
       const auto slash = e.path.rfind('/');
@@ -103,9 +61,8 @@ class ListingHub : public hub::HubClient {
     return out;
   }
   using HubClient::read_range;
-  Expected<void, hub::HubError> read_range(const hub::FileRef&, std::uint64_t,
-                                           std::span<std::byte>, Deadline,
-                                           const CancelFlag*) override {
+  Expected<void, hub::HubError> read_range(const hub::FileRef&, std::uint64_t, std::span<std::byte>,
+                                           Deadline, const CancelFlag*) override {
     return unexpected(hub::HubError{hub::HubErrorKind::kUnavailable, "no", 0, "", ""});
   }
   const hub::HubStats& stats() const override { return stats_; }

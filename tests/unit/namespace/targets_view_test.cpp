@@ -77,7 +77,8 @@ TEST_F(TargetsViewTest, AKeysFolderIsMadeOnFirstLookup) {
   EXPECT_TRUE(k311->dir);
   EXPECT_EQ(ls(names, targets->ino),
             (std::vector<std::string>{"sm89-torch2.9-cu128-cp311", "unresolved"}));
-  EXPECT_EQ(ls(names, k311->ino), (std::vector<std::string>{".target", "flash_attn"}));
+  EXPECT_EQ(ls(names, k311->ino),
+            (std::vector<std::string>{".target", "all", "flash_attn", "simple"}));
   const auto pkg = names.lookup(k311->ino, "flash_attn");
   ASSERT_TRUE(pkg);
   EXPECT_EQ(ls(names, pkg->ino),
@@ -101,6 +102,72 @@ TEST_F(TargetsViewTest, AKeysFolderIsMadeOnFirstLookup) {
   ASSERT_TRUE(wheel);
   EXPECT_EQ((*names.node(wheel->ino))->alias->entry.path,
             "flash_attn/sm80/torch2.9-cu128/flash_attn-2.8.3-cp312-cp312-linux_x86_64.whl");
+}
+
+// The metadata of a wheel, made up, counting the asks.
+class FakeMetadata : public IndexMetadataSource {
+ public:
+  Expected<IndexMetadata, std::string> metadata(const RemoteEntry& entry,
+                                                const std::string&) override {
+    ++asked;
+    if (entry.name().find("cp312") != std::string::npos) return unexpected(std::string("down"));
+    auto bytes = std::make_shared<const std::string>("Metadata-Version: 2.1\nName: flash_attn\n");
+    return IndexMetadata{bytes, std::string(64, 'm'), ">=3.9,<4"};
+  }
+  int asked = 0;
+};
+
+TEST_F(TargetsViewTest, AnIndexForInstallers) {
+  FakeMetadata meta;
+  TargetsView view(src_, kHost, &meta);
+  Namespace names(src_, "c1", 1000);
+  names.set_synthetic_root(&view);
+  const auto targets = names.lookup(kRootIno, "targets");
+  const auto key = names.lookup(targets->ino, "sm89-torch2.9-cu128-cp311");
+  const auto all = names.lookup(key->ino, "all");
+  ASSERT_TRUE(all);
+  EXPECT_EQ(ls(names, all->ino),
+            std::vector<std::string>{"flash_attn-2.8.3-cp311-cp311-linux_x86_64.whl"});
+  const auto simple = names.lookup(key->ino, "simple");
+  ASSERT_TRUE(simple);
+  // Listing simple/ and reading its root page ask for no metadata.
+  EXPECT_EQ(ls(names, simple->ino), (std::vector<std::string>{"flash-attn", "index.html"}));
+  const auto root_page = names.lookup(simple->ino, "index.html");
+  const std::string root = *(*names.node(root_page->ino))->bytes;
+  EXPECT_NE(root.find("<a href=\"flash-attn/\">flash-attn</a>"), std::string::npos) << root;
+  EXPECT_EQ(meta.asked, 0);
+  // The project's page: the wheel (the same inode as in the package folder), its .metadata and
+  // the attributes pip reads.
+  const auto project = names.lookup(simple->ino, "flash-attn");
+  EXPECT_EQ(ls(names, project->ino),
+            (std::vector<std::string>{"flash_attn-2.8.3-cp311-cp311-linux_x86_64.whl",
+                                      "flash_attn-2.8.3-cp311-cp311-linux_x86_64.whl.metadata",
+                                      "index.html"}));
+  EXPECT_EQ(meta.asked, 1);
+  const auto page = names.lookup(project->ino, "index.html");
+  const std::string html = *(*names.node(page->ino))->bytes;
+  EXPECT_NE(html.find("href=\"flash_attn-2.8.3-cp311-cp311-linux_x86_64.whl#sha256=" +
+                      std::string(64, '3') + "\""),
+            std::string::npos)
+      << html;
+  EXPECT_NE(html.find("data-requires-python=\"&gt;=3.9,&lt;4\""), std::string::npos) << html;
+  EXPECT_NE(html.find("data-core-metadata=\"sha256=" + std::string(64, 'm') + "\""),
+            std::string::npos);
+  const std::string wheel = "flash_attn-2.8.3-cp311-cp311-linux_x86_64.whl";
+  EXPECT_EQ(names.lookup(project->ino, wheel)->ino,
+            names.lookup(names.lookup(key->ino, "flash_attn")->ino, wheel)->ino);
+  // Without metadata (it could not be read), the wheel is linked alone.
+  const auto k312 = names.lookup(targets->ino, "sm89-torch2.9-cu128-cp312");
+  const auto p312 = names.lookup(names.lookup(k312->ino, "simple")->ino, "flash-attn");
+  EXPECT_EQ(
+      ls(names, p312->ino),
+      (std::vector<std::string>{"flash_attn-2.8.3-cp312-cp312-linux_x86_64.whl", "index.html"}));
+  const std::string bare = *(*names.node(names.lookup(p312->ino, "index.html")->ino))->bytes;
+  EXPECT_EQ(bare.find("data-core-metadata"), std::string::npos);
+  // A target with no wheel: an empty index.
+  const auto k90 = names.lookup(targets->ino, "sm90-torch2.9-cu128-cp311");
+  EXPECT_EQ(ls(names, names.lookup(k90->ino, "simple")->ino),
+            std::vector<std::string>{"index.html"});
 }
 
 TEST_F(TargetsViewTest, OneWheelIsOneInodeInEveryFolder) {
@@ -136,7 +203,7 @@ TEST_F(TargetsViewTest, WhatIsNotAKeyIsNotThere) {
 
 // A process that looks up made-up keys cannot make the mount build folders without end.
 TEST_F(TargetsViewTest, TheNumberOfFoldersIsBounded) {
-  TargetsView view(src_, kHost, 3);
+  TargetsView view(src_, kHost, nullptr, 3);
   Namespace names(src_, "c1", 1000);
   names.set_synthetic_root(&view);
   const auto targets = names.lookup(kRootIno, "targets");

@@ -1,0 +1,210 @@
+#include "fs/index/zip.h"
+
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <string>
+#include <vector>
+
+#include "fs/index/wheel_metadata.h"
+
+namespace whfs::index {
+namespace {
+
+void put(std::string& s, std::uint64_t v, int n) {
+  for (int i = 0; i < n; ++i) s.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+std::string deflate_raw(const std::string& in) {
+  z_stream z{};
+  deflateInit2(&z, 9, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY);
+  std::string out(in.size() + 64, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  z.avail_in = static_cast<uInt>(in.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+struct Member {
+  std::string name;
+  std::string data;
+  bool deflate = false;
+};
+
+// A zip as wheels are written: local headers and data, the central directory, the end record
+// (with `comment`); with `zip64`, the zip64 end record and locator too.
+std::string make_zip(const std::vector<Member>& members, const std::string& comment = "",
+                     bool zip64 = false) {
+  std::string out;
+  std::string central;
+  for (const auto& m : members) {
+    const std::string data = m.deflate ? deflate_raw(m.data) : m.data;
+    const auto crc = static_cast<std::uint32_t>(
+        crc32(0, reinterpret_cast<const Bytef*>(m.data.data()), static_cast<uInt>(m.data.size())));
+    const std::uint64_t offset = out.size();
+    put(out, 0x04034b50, 4);
+    put(out, 20, 2);
+    put(out, 0, 2);
+    put(out, m.deflate ? 8 : 0, 2);
+    put(out, 0, 4);
+    put(out, crc, 4);
+    put(out, data.size(), 4);
+    put(out, m.data.size(), 4);
+    put(out, m.name.size(), 2);
+    put(out, 3, 2);  // an extra field the reader must skip
+    out += m.name + "xyz" + data;
+    put(central, 0x02014b50, 4);
+    put(central, 20, 2);
+    put(central, 20, 2);
+    put(central, 0, 2);
+    put(central, m.deflate ? 8 : 0, 2);
+    put(central, 0, 4);
+    put(central, crc, 4);
+    put(central, data.size(), 4);
+    put(central, m.data.size(), 4);
+    put(central, m.name.size(), 2);
+    put(central, 0, 2);
+    put(central, 0, 2);
+    put(central, 0, 2);
+    put(central, 0, 2);
+    put(central, 0, 4);
+    put(central, offset, 4);
+    central += m.name;
+  }
+  const std::uint64_t cd_offset = out.size();
+  out += central;
+  if (zip64) {
+    const std::uint64_t record = out.size();
+    put(out, 0x06064b50, 4);
+    put(out, 44, 8);
+    put(out, 45, 2);
+    put(out, 45, 2);
+    put(out, 0, 4);
+    put(out, 0, 4);
+    put(out, members.size(), 8);
+    put(out, members.size(), 8);
+    put(out, central.size(), 8);
+    put(out, cd_offset, 8);
+    put(out, 0x07064b50, 4);
+    put(out, 0, 4);
+    put(out, record, 8);
+    put(out, 1, 4);
+  }
+  put(out, 0x06054b50, 4);
+  put(out, 0, 2);
+  put(out, 0, 2);
+  put(out, zip64 ? 0xffff : members.size(), 2);
+  put(out, zip64 ? 0xffff : members.size(), 2);
+  put(out, zip64 ? 0xffffffff : central.size(), 4);
+  put(out, zip64 ? 0xffffffff : cd_offset, 4);
+  put(out, comment.size(), 2);
+  return out + comment;
+}
+
+std::span<const std::byte> bytes(const std::string& s) {
+  return std::as_bytes(std::span<const char>(s.data(), s.size()));
+}
+
+// Takes one member out the way the metadata service does: tail, directory, header, data.
+Expected<std::string, std::string> take(const std::string& zip, const std::string& file,
+                                        std::size_t tail_len) {
+  const std::string tail = zip.substr(zip.size() - std::min(zip.size(), tail_len));
+  auto cd = find_central_directory(bytes(tail), zip.size());
+  if (!cd) return unexpected(cd.error());
+  const std::string dir = zip.substr(cd->offset, cd->size);
+  auto entries = parse_central_directory(bytes(dir), cd->entries);
+  if (!entries) return unexpected(entries.error());
+  const ZipEntry* e = find_dist_info_file(*entries, file);
+  if (e == nullptr) return unexpected(std::string("no ") + file);
+  auto at = member_data_offset(bytes(zip.substr(e->local_header_offset, 30)), *e);
+  if (!at) return unexpected(at.error());
+  return extract_member(bytes(zip.substr(*at, e->compressed_size)), *e, 1 << 20);
+}
+
+const std::string kMetadata =
+    "Metadata-Version: 2.1\nName: flash_attn\nVersion: 2.8.3+cu128torch2.9\n"
+    "Requires-Python: >=3.9\n\nThe long description.\nName: not a header\n";
+
+TEST(Zip, TakesOneMemberOutOfAWheel) {
+  const std::string zip = make_zip({{"flash_attn/__init__.py", std::string(5000, 'x')},
+                                    {"flash_attn-2.8.3.dist-info/METADATA", kMetadata, true},
+                                    {"flash_attn-2.8.3.dist-info/RECORD", "r", false}});
+  EXPECT_EQ(take(zip, "METADATA", 100).value(), kMetadata);
+  EXPECT_EQ(take(zip, "RECORD", 1 << 20).value(), "r");
+}
+
+TEST(Zip, CommentsAndZip64) {
+  const std::string with_comment =
+      make_zip({{"a-1.dist-info/METADATA", kMetadata}}, std::string(300, 'c'));
+  EXPECT_EQ(take(with_comment, "METADATA", 400).value(), kMetadata);
+  bool more = false;
+  const std::string short_tail = with_comment.substr(with_comment.size() - 100);
+  EXPECT_FALSE(find_central_directory(bytes(short_tail), with_comment.size(), &more));
+  EXPECT_TRUE(more);  // the record lies further back: read the longest tail
+  const std::string z64 = make_zip({{"a-1.dist-info/METADATA", kMetadata, true}}, "", true);
+  EXPECT_EQ(take(z64, "METADATA", 200).value(), kMetadata);
+}
+
+TEST(Zip, WhatIsWrongIsSaid) {
+  const std::string zip = make_zip({{"a-1.dist-info/METADATA", kMetadata, true}});
+  EXPECT_FALSE(find_central_directory(bytes(std::string(100, 'x')), 100));
+  EXPECT_FALSE(find_central_directory(bytes(std::string("PK")), 2));
+  // A central directory that claims to lie outside the file.
+  std::string far = zip;
+  far[far.size() - 3] = '\x7f';  // the offset's highest byte
+  EXPECT_FALSE(find_central_directory(bytes(far), far.size()));
+  // A flipped byte in the deflated data: inflate or CRC-32 fails.
+  std::string bad = zip;
+  bad[60] = static_cast<char>(bad[60] ^ 0x55);
+  EXPECT_FALSE(take(bad, "METADATA", 200));
+  // A member larger than allowed.
+  auto cd = find_central_directory(bytes(zip), zip.size());
+  auto entries = parse_central_directory(bytes(zip.substr(cd->offset, cd->size)), cd->entries);
+  ASSERT_TRUE(entries);
+  EXPECT_FALSE(extract_member(bytes(std::string(10, 'x')), entries->front(), 10));
+  // More entries than the directory holds.
+  EXPECT_FALSE(parse_central_directory(bytes(zip.substr(cd->offset, cd->size)), 2));
+  EXPECT_FALSE(parse_central_directory(bytes(std::string()), 5, 4));
+}
+
+TEST(Zip, TheWheelsOwnDistInfo) {
+  std::vector<ZipEntry> entries(4);
+  entries[0].name = "pkg/METADATA";
+  entries[1].name = "pkg-1.dist-info/METADATA";
+  entries[2].name = "pkg-1.dist-info/sub/METADATA";
+  entries[3].name = "pkg-1.data/METADATA";
+  ASSERT_NE(find_dist_info_file(entries, "METADATA"), nullptr);
+  EXPECT_EQ(find_dist_info_file(entries, "METADATA")->name, "pkg-1.dist-info/METADATA");
+  entries.push_back(entries[1]);
+  entries.back().name = "other-2.dist-info/METADATA";
+  EXPECT_EQ(find_dist_info_file(entries, "METADATA"), nullptr);  // which one is the wheel's?
+  EXPECT_EQ(find_dist_info_file(entries, "RECORD"), nullptr);
+}
+
+TEST(WheelMetadata, HeadersRecordAndWhatIsServed) {
+  EXPECT_EQ(requires_python_of(kMetadata), ">=3.9");
+  EXPECT_EQ(requires_python_of("Name: x\nrequires-python:  >=3.10 ,<4 \r\n"), ">=3.10 ,<4");
+  EXPECT_EQ(requires_python_of("Name: x\n\nRequires-Python: >=3.9\n"), "");  // in the body
+  const std::string record =
+      "flash_attn/__init__.py,sha256=AAAA,4\n"
+      "flash_attn-2.8.3.dist-info/METADATA,sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU,0\n"
+      "flash_attn-2.8.3.dist-info/RECORD,,\n";
+  EXPECT_EQ(record_sha256(record, "flash_attn-2.8.3.dist-info/METADATA"),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");  // sha256("")
+  EXPECT_FALSE(record_sha256(record, "flash_attn-2.8.3.dist-info/RECORD"));
+  EXPECT_FALSE(record_sha256(record, "flash_attn/__init__.py"));  // not 32 bytes
+  EXPECT_FALSE(record_sha256(record, "missing"));
+  // The served file: the name as the index lists it, the rest as it is (the body too).
+  EXPECT_EQ(served_metadata(kMetadata),
+            "Metadata-Version: 2.1\nName: flash-attn\nVersion: 2.8.3+cu128torch2.9\n"
+            "Requires-Python: >=3.9\n\nThe long description.\nName: not a header\n");
+  EXPECT_EQ(served_metadata("Name:Flash.Attn\r\nVersion: 1\r\n"),
+            "Name: flash-attn\r\nVersion: 1\r\n");
+}
+
+}  // namespace
+}  // namespace whfs::index
