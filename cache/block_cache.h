@@ -35,17 +35,11 @@ struct Options {
   // exactly: 8 pages of 4 KiB hold 32744 payload bytes (a power-of-two payload would waste a
   // whole page per block).
   //
-  // Why 8 (tests/bench/cache_bench on a 16-core 2.1 GHz host, warm page cache, one run):
-  //  - A cold random 4 KiB read fetches one whole block (two when it straddles a boundary), and
-  //    200 random 4 KiB reads of a 256 MiB file must fetch <= 8 MiB: 32 KiB blocks fetch about
-  //    200 x 1.125 x 32 KiB = 7 MiB; 64 KiB blocks would fetch 14 MiB.
-  //  - Each read checksums its whole block: a random 4 KiB read from the cache takes p50 7.7 us
-  //    with 8-page blocks, 13 us with 16, 48 us with 64, 190 us with 256 (pread of the same
-  //    block from a file: 5.2, 9.8, 31, 129 us).
-  //  - Puts coalesced into 4 MiB write txns run at 2.0 GB/s with one writer and 2.6 GB/s with
-  //    four for 8-page blocks, 1.9-2.0 / 2.9-3.4 GB/s for 16, 64 or 256 pages: the block size
-  //    hardly matters there (raw LMDB: 2.2 GB/s; a full cache that evicts as it goes: 2.5 GB/s).
-  //    A put of a single block costs about 40 us.
+  // Why 8: a cold random 4 KiB read fetches one whole block (two when it straddles a
+  // boundary), so 200 random 4 KiB reads of a 256 MiB file fetch about 200 x 1.125 x 32 KiB =
+  // 7 MiB (64 KiB blocks: 14 MiB); every read checksums its whole block, so small blocks keep
+  // cached random reads cheap; and coalesced puts run as fast with 8 pages as with more. The
+  // figures (tests/bench/cache_bench) are in README's architecture section.
   std::uint32_t block_pages = 8;
   // Eviction starts when the blocks pass high_water_percent of the cap and stops at
   // low_water_percent; each write txn of it deletes at most evict_batch_blocks blocks.

@@ -10,9 +10,9 @@
 //    followed an unclean close checks the structure first (session.h). Blocks carry checksums
 //    and contents are verified against their hash, so damage LMDB cannot see is a miss, never
 //    wrong bytes.
-//  - no MDB_WRITEMAP: it saves the write(2) copy of each put, but measured no faster here
-//    (tests/bench/cache_bench BM_LmdbPut: 2.0 GB/s with it, 2.2 without; the sparse file's
-//    first-touch faults eat the gain); and a full disk then kills the process with SIGBUS
+//  - no MDB_WRITEMAP: it saves the write(2) copy of each put, but is no faster here (the
+//    sparse file's first-touch faults eat the gain; figures in README's architecture
+//    section); and a full disk then kills the process with SIGBUS
 //    instead of failing a write, and LMDB truncates the data file to the map size of
 //    whichever process opens it.
 //  - MDB_NOTLS: FUSE serves requests from a thread pool; read txns must not be tied to threads
@@ -182,7 +182,8 @@ class LmdbBlockCache final : public BlockCache {
   // this process drop it, and the record's epoch (random when a record is created, bumped on
   // every deletion) catches other processes' deletions.
   struct RunningHash {
-    std::mutex mu;  // guards the fields; held while hashing (reads, never a write txn)
+    std::mutex mu;  // guards the fields; held while hashing (reads, never a write txn); see
+                    // the lock order below
     std::optional<Hasher> hasher;
     std::uint32_t next = 0;  // blocks hashed so far
     std::uint32_t epoch = 0;
@@ -193,7 +194,7 @@ class LmdbBlockCache final : public BlockCache {
                                                                std::uint32_t total,
                                                                std::uint32_t epoch);
   void forget_hash(const ContentId& id);
-  std::mutex hashes_mu_;  // guards hashes_ and read_only_verified_; a leaf lock
+  std::mutex hashes_mu_;  // guards hashes_ and read_only_verified_; a leaf (lock order below)
   std::unordered_map<ContentId, std::shared_ptr<RunningHash>> hashes_;
   // A read-only cache cannot record that a content matched: this process remembers it.
   std::unordered_set<ContentId> read_only_verified_;
@@ -223,8 +224,13 @@ class LmdbBlockCache final : public BlockCache {
   const bool read_only_;  // a lower tier: no write txn, no pending updates, no pins
   Holder holder_{};       // this instance's lease holder id (random)
 
-  // Lock order: map_mutex_ (shared for every txn, exclusive to remap) -> LMDB's writer lock ->
-  // pins_mu_ -> a PendingShard's mu (leaves, never held across an LMDB call that may block).
+  // Lock order, complete (a lock is only ever taken after the ones left of it):
+  //   a RunningHash's mu -> map_mutex_ (shared, for the read txn that hashes stored blocks)
+  //   a RunningHash's mu -> hashes_mu_ (forget_hash)
+  //   map_mutex_ (shared for every txn, exclusive to remap) -> the session's OFD locks (writer,
+  //     reader table) -> LMDB's writer lock -> pins_mu_ -> a PendingShard's mu
+  // hashes_mu_, pins_mu_ and a PendingShard's mu are leaves: nothing is locked while they are
+  // held, and none is held across an LMDB call that may block.
   std::shared_mutex map_mutex_;
   ReadTxnPool readers_;  // after env_: destroyed (txns ended) before the env closes
   std::array<PendingShard, kPendingShards> pending_;

@@ -6,21 +6,6 @@
 
 namespace whfs {
 
-FsErr to_fs_error(const hub::HubError& e) {
-  using K = hub::HubErrorKind;
-  switch (e.kind) {
-    case K::kNotFound:
-      return {FsErrorKind::kNotFound, e.describe()};
-    case K::kUnauthorized:
-    case K::kForbidden:
-      return {FsErrorKind::kAccess, e.describe()};
-    case K::kTimeout:
-      return {FsErrorKind::kTimedOut, e.describe()};
-    default:
-      return {FsErrorKind::kIo, e.describe()};
-  }
-}
-
 CachedListingSource::CachedListingSource(hub::HubClient& hub, cache::MetadataStore& store,
                                          std::string endpoint, std::string repo,
                                          std::chrono::seconds timeout, std::size_t prefill_pages)
@@ -51,7 +36,7 @@ Expected<std::vector<RemoteEntry>, FsErr> CachedListingSource::list(const std::s
     auto direct = hub_.list_folder(commit, folder, false, deadline);
     if (!direct) {
       spdlog::error("listing \"{}\" failed: {}", folder, direct.error().describe());
-      return unexpected(to_fs_error(direct.error()));
+      return unexpected(hub::to_fs_error(direct.error()));
     }
     keep(commit, folder, *direct);
     return std::move(direct).value();
@@ -60,7 +45,7 @@ Expected<std::vector<RemoteEntry>, FsErr> CachedListingSource::list(const std::s
     if (all.error().kind != hub::HubErrorKind::kNotFound) {
       spdlog::error("listing \"{}\" failed: {}", folder, all.error().describe());
     }
-    return unexpected(to_fs_error(all.error()));
+    return unexpected(hub::to_fs_error(all.error()));
   }
   // Split the subtree into one listing per folder, and keep them all.
   std::map<std::string, std::vector<RemoteEntry>> by_folder;

@@ -37,6 +37,4 @@ class CachedListingSource : public ns::ListingSource {
   std::size_t prefill_pages_;
 };
 
-FsErr to_fs_error(const hub::HubError& e);
-
 }  // namespace whfs

@@ -1,6 +1,5 @@
 #include "fs/mount_app.h"
 
-#include <grp.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
@@ -26,6 +25,7 @@
 #include "fs/index/index_metadata.h"
 #include "fs/index/wheel_metadata.h"
 #include "fs/listing_source.h"
+#include "fs/mount_config.h"
 #include "fs/namespace/namespace.h"
 #include "fs/namespace/targets_view.h"
 #include "fs/reader/reader.h"
@@ -106,32 +106,12 @@ class MountApp {
 
     if (auto r = open_cache(); !r) return r;
 
-    if (o_.offline) {
-      hub_ = std::make_unique<hub::OfflineHub>();
-    } else {
-      hub::HubClientConfig hc;
-      hc.endpoint = endpoint_;
-      hc.repo = repo_;
-      hc.token_file = o_.token_file;
-      hc.allow_insecure_token = o_.insecure_token;
-      hc.proxy = o_.proxy;
-      hc.http.max_handles = o_.connections + 8;
-      hc.http.low_speed_time = o_.stall_timeout;
-      hub_ = hub::make_hub_client(hc);
-    }
+    hub_ = o_.offline ? std::make_unique<hub::OfflineHub>()
+                      : hub::make_hub_client(hub_config(o_, endpoint_, repo_));
     if (auto r = resolve_at_mount(); !r) return r;
 
     listings_ = std::make_unique<CachedListingSource>(*hub_, *cache_, endpoint_, repo_.id, 60s);
-    reader::ReaderConfig rc;
-    rc.fetcher.workers = o_.connections;
-    rc.fetcher.max_request = std::max<std::uint64_t>(1 << 20, o_.readahead / o_.connections);
-    rc.fetcher.serving = o_.streaming ? reader::Serving::kStreaming : reader::Serving::kVerified;
-    rc.fetcher.request_timeout = o_.read_timeout;
-    rc.fetcher.trust_cache = o_.cache_trusted;
-    rc.fetcher.claim_takeover = std::max(2 * o_.stall_timeout, std::chrono::seconds(4));
-    rc.readahead.max_window = std::max<std::uint64_t>(1 << 20, o_.readahead);
-    rc.readahead.batch = rc.fetcher.max_request;
-    reader_ = std::make_unique<reader::Reader>(*cache_, *hub_, rc);
+    reader_ = std::make_unique<reader::Reader>(*cache_, *hub_, reader_config(o_));
     target::CallerTargetsConfig tc;
     tc.overrides = o_.target;
     tc.per_caller = o_.current_per_caller;
@@ -153,16 +133,7 @@ class MountApp {
       return unexpected("cannot list " + repo_.id + " at commit " + commit_ + ": " +
                         root.error().message);
     }
-    fuse::FuseConfig fc;
-    fc.mountpoint = o_.mountpoint;
-    fc.options = o_.fuse_options;
-    bool has_fsname = false;
-    for (const auto& f : fc.options) has_fsname = has_fsname || f.starts_with("fsname=");
-    if (!has_fsname) fc.options.push_back("fsname=" + repo_.id);
-    fc.options.push_back("subtype=wheelhousefs");
-    fc.debug = o_.debug;
-    fc.threads = std::max(16u, o_.connections);
-    auto m = fuse::FuseMount::mount(*fs_, fc);
+    auto m = fuse::FuseMount::mount(*fs_, fuse_config(o_, repo_.id));
     if (!m) return unexpected(m.error());
     fuse_ = std::move(m).value();
     // Streaming readers may have been handed bytes of a download that then failed its hash:
@@ -185,11 +156,10 @@ class MountApp {
     if (!hub_->offline()) {
       // With a cached commit to fall back on, do not keep the user waiting for a slow Hub.
       const auto deadline = Clock::now() + (last ? 3s : 8s);
-      auto rev = hub_->resolve_revision(o_.revision, deadline);
+      auto rev = resolve(deadline);
       if (rev) {
         commit_ = rev->commit;
         mtime_ = mtime_of(*rev);
-        record_revision(commit_);
         return {};
       }
       if (!network_failure(rev.error())) {
@@ -222,54 +192,9 @@ class MountApp {
   // layer) under cache_upper when given; none at all when another process holds the directory
   // past read_timeout (stopped?): then files are verified in memory and nothing is kept.
   Expected<void, std::string> open_cache() {
-    cache::Options co;
-    co.dir = o_.cache_dir;
-    co.cap_bytes = o_.cache_size;
-    co.open_timeout = o_.read_timeout;
-    if (!o_.cache_group.empty()) {
-      const group* g = ::getgrnam(o_.cache_group.c_str());
-      if (g == nullptr) return unexpected("cache_group: no group named '" + o_.cache_group + "'");
-      co.access.group = g->gr_gid;
-    }
-    auto cache = cache::BlockCache::open(co);
-    if (!cache && cache.error().kind == cache::CacheError::Kind::kBusy) {
-      spdlog::warn("cache {}: {}; serving files verified in memory without keeping them",
-                   o_.cache_dir, cache.error().message);
-      cache_ = std::make_unique<cache::NullCache>(o_.cache_dir, cache.error().message);
-      return {};
-    }
-    if (!cache) return unexpected("cache " + o_.cache_dir + ": " + cache.error().message);
-    if (!(*cache)->read_only()) {
-      if (!o_.cache_upper.empty()) {
-        return unexpected("cache_upper is for a read-only cache_dir, and " + o_.cache_dir +
-                          " is writable");
-      }
-      cache_ = std::move(cache).value();
-      return {};
-    }
-    if (o_.cache_upper.empty()) {
-      spdlog::info(
-          "cache {} is read-only: it serves what it holds; new files are verified in "
-          "memory and not kept (cache_upper= gives them a writable cache)",
-          o_.cache_dir);
-      cache_ = std::move(cache).value();
-      return {};
-    }
-    // The same block size as the lower tier: a content is read from one tier or the other.
-    cache::Options uo = co;
-    uo.dir = o_.cache_upper;
-    uo.block_pages = static_cast<std::uint32_t>(((*cache)->block_size() + 24 + 4095) / 4096);
-    auto upper = cache::BlockCache::open(uo);
-    if (!upper) return unexpected("cache_upper " + o_.cache_upper + ": " + upper.error().message);
-    if ((*upper)->block_size() != (*cache)->block_size()) {
-      return unexpected("cache_upper " + o_.cache_upper + " has blocks of " +
-                        std::to_string((*upper)->block_size()) + " bytes and " + o_.cache_dir +
-                        " of " + std::to_string((*cache)->block_size()) +
-                        ": give an empty cache_upper");
-    }
-    spdlog::info("cache: {} (read-only) under {}", o_.cache_dir, o_.cache_upper);
-    cache_ =
-        std::make_unique<cache::TieredCache>(std::move(cache).value(), std::move(upper).value());
+    auto c = open_mount_cache(o_);
+    if (!c) return unexpected(c.error());
+    cache_ = std::move(c).value();
     return {};
   }
 
@@ -279,6 +204,13 @@ class MountApp {
   }
 
   // The revision's commit, kept for a start with the Hub out of reach.
+  // The revision's commit from the Hub, recorded in the cache for a start without network.
+  Expected<hub::Revision, hub::HubError> resolve(Deadline deadline) {
+    auto rev = hub_->resolve_revision(o_.revision, deadline);
+    if (rev) record_revision(rev->commit);
+    return rev;
+  }
+
   void record_revision(const std::string& commit) {
     if (auto r = cache_->put_revision(endpoint_, repo_.id, o_.revision, commit,
                                       std::chrono::system_clock::now());
@@ -396,7 +328,7 @@ class MountApp {
     std::string commit = names_->commit();
     std::int64_t mtime = names_->mtime();
     if (!hub_->offline()) {
-      auto rev = hub_->resolve_revision(o_.revision, Clock::now() + 30s);
+      auto rev = resolve(Clock::now() + 30s);
       if (!rev) {
         spdlog::warn("refresh of {}@{} failed: {}", repo_.id, o_.revision, rev.error().describe());
       } else if (rev->commit != commit) {
@@ -416,7 +348,6 @@ class MountApp {
     }
     fuse_->invalidate(*inv);
     refreshes_++;
-    record_revision(commit);
     spdlog::info("refresh: {}@{} moved from {} to {} ({} entries and {} inodes invalidated)",
                  repo_.id, o_.revision, old, commit, inv->entries.size(), inv->inodes.size());
   }
@@ -437,11 +368,7 @@ class MountApp {
     j["inodes"] = names_->inode_count();
     j["serving"] = o_.streaming ? "streaming" : "verified";
     j["targets"] = o_.current ? callers_->status_json() : nlohmann::json(nullptr);
-    const auto ms = wheel_meta_->stats();
-    j["wheel_metadata"] = {{"extracted", ms.extracted},
-                           {"from_cache", ms.from_store},
-                           {"verified", ms.verified},
-                           {"mismatched", ms.mismatched}};
+    j["wheel_metadata"] = wheel_metadata_json(wheel_meta_->stats());
     j["hub"] = hub_stats_json(hub_->stats());
     j["fetch"] = fetch_stats_json(reader_->stats());
     j["recent_problems"] = recent_problems();

@@ -27,13 +27,20 @@ nlohmann::json hub_stats_json(const hub::HubStats& h) {
 }
 
 nlohmann::json fetch_stats_json(const reader::FetcherStats& f) {
-  return {{"requests", f.requests},       {"bytes", f.bytes},
-          {"demand", f.demand_requests},  {"prefetch", f.prefetch_requests},
-          {"joined", f.waits_joined},     {"errors", f.errors},
-          {"corrupt", f.corrupt},         {"uncached", f.uncached},
-          {"in_memory", f.in_memory},     {"rechecks", f.rechecks},
-          {"failed_fast", f.failed_fast}, {"interrupted", f.interrupted},
+  return {{"requests", f.requests},         {"bytes", f.bytes},
+          {"demand", f.demand_requests},    {"prefetch", f.prefetch_requests},
+          {"joined", f.waits_joined},       {"errors", f.errors},
+          {"corrupt", f.corrupt},           {"uncached", f.uncached},
+          {"in_memory", f.in_memory},       {"rechecks", f.rechecks},
+          {"failed_fast", f.failed_fast},   {"interrupted", f.interrupted},
           {"shared_waits", f.shared_waits}, {"takeovers", f.takeovers}};
+}
+
+nlohmann::json wheel_metadata_json(const index::WheelMetadataStats& m) {
+  return {{"extracted", m.extracted},
+          {"from_cache", m.from_store},
+          {"verified", m.verified},
+          {"mismatched", m.mismatched}};
 }
 
 }  // namespace whfs

@@ -8,6 +8,7 @@
 
 #include "cache/block_cache.h"
 #include "fs/hub/hub_client.h"
+#include "fs/index/wheel_metadata.h"
 #include "fs/reader/fetcher.h"
 
 namespace whfs {
@@ -15,5 +16,6 @@ namespace whfs {
 nlohmann::json cache_stats_json(const std::string& dir, const cache::CacheStats& s);
 nlohmann::json hub_stats_json(const hub::HubStats& h);
 nlohmann::json fetch_stats_json(const reader::FetcherStats& f);
+nlohmann::json wheel_metadata_json(const index::WheelMetadataStats& m);
 
 }  // namespace whfs

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "fs/common/clock.h"
 #include "fs/common/units.h"
 #include "tools/cli_commands.h"
 
@@ -25,7 +26,6 @@ namespace whfs::cli {
 namespace {
 
 namespace fsys = std::filesystem;
-using Clock = std::chrono::steady_clock;
 
 struct Job {
   std::string path;

@@ -72,7 +72,7 @@ case $cmd in
     tools/setup.sh
     configure_and_build build
     if [[ ! -x build/fs/wheelhousefs ]]; then
-      echo "dev.sh: the mount (wheelhousefs) is not built yet in this version; see README" >&2
+      echo "dev.sh: build/fs/wheelhousefs is missing after the build (see its output above)" >&2
       exit 2
     fi
     mkdir -p "$dir"

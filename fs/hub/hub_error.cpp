@@ -38,4 +38,20 @@ std::string HubError::describe() const {
   return out;
 }
 
+FsErr to_fs_error(const HubError& e) {
+  switch (e.kind) {
+    case HubErrorKind::kNotFound:
+      return {FsErrorKind::kNotFound, e.describe()};
+    case HubErrorKind::kUnauthorized:
+    case HubErrorKind::kForbidden:
+      return {FsErrorKind::kAccess, e.describe()};
+    case HubErrorKind::kTimeout:
+      return {FsErrorKind::kTimedOut, e.describe()};
+    case HubErrorKind::kCancelled:
+      return {FsErrorKind::kInterrupted, e.describe()};
+    default:
+      return {FsErrorKind::kIo, e.describe()};
+  }
+}
+
 }  // namespace whfs::hub

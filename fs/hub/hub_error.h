@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include "fs/common/fs_error.h"
+
 namespace whfs::hub {
 
 enum class HubErrorKind {
@@ -28,5 +30,12 @@ struct HubError {
 
   std::string describe() const;  // "<kind>: <message> (HTTP 404, request id ...)"
 };
+
+// What a filesystem call answers for a Hub failure, the one mapping: a refused token or a
+// gated repo is EACCES, a missing repo/revision/path ENOENT, the deadline a timeout, shutting
+// down an interrupted call, everything else EIO. (A read of a listed file whose bytes the Hub
+// cannot find is EIO, not ENOENT: the reader turns kNotFound into kIo, see
+// Filesystem::convert.)
+FsErr to_fs_error(const HubError& e);
 
 }  // namespace whfs::hub

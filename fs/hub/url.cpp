@@ -4,16 +4,10 @@
 #include <cctype>
 
 #include "fs/common/percent.h"
+#include "fs/common/text.h"
 
 namespace whfs::hub {
 namespace {
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
 
 // Removes "." and ".." segments (RFC 3986 §5.2.4).
 std::string remove_dot_segments(std::string_view path) {

@@ -13,12 +13,12 @@
 #include <thread>
 #include <utility>
 
+#include "fs/common/clock.h"
+
 extern char** environ;
 
 namespace whfs::target {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 class Fd {
  public:

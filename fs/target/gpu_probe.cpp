@@ -8,6 +8,7 @@
 #include <set>
 #include <tuple>
 
+#include "fs/common/text.h"
 #include "fs/target/child_process.h"
 #include "fs/target/cuda_errors.h"
 #include "fs/target/gpu_query.h"
@@ -175,20 +176,10 @@ Expected<void, std::string> check_trusted_library(const std::string& path) {
 
 namespace {
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
-  while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
-  return s;
-}
-
 std::vector<std::string_view> split_commas(std::string_view s) {
-  std::vector<std::string_view> out;
-  while (true) {
-    const auto comma = s.find(',');
-    out.push_back(trim(s.substr(0, comma)));
-    if (comma == std::string_view::npos) return out;
-    s.remove_prefix(comma + 1);
-  }
+  std::vector<std::string_view> out = split(s, ',');
+  for (auto& field : out) field = trim(field);
+  return out;
 }
 
 std::optional<std::size_t> index_of(std::string_view item) {

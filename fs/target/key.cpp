@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 
+#include "fs/common/text.h"
 #include "fs/target/target.h"
 
 namespace whfs::target {
@@ -43,16 +44,6 @@ std::optional<std::pair<int, int>> last_digit_minor(std::string_view s) {
   const auto b = number(s.substr(s.size() - 1));
   if (!a || !b || *a == 0) return std::nullopt;
   return std::make_pair(*a, *b);
-}
-
-std::vector<std::string_view> split(std::string_view s, char sep) {
-  std::vector<std::string_view> out;
-  while (true) {
-    const auto at = s.find(sep);
-    out.push_back(s.substr(0, at));
-    if (at == std::string_view::npos) return out;
-    s.remove_prefix(at + 1);
-  }
 }
 
 Unexpected<std::string> bad(std::string_view text, const std::string& why) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "fs/common/text.h"
+
 namespace whfs::target {
 namespace {
 
@@ -31,12 +33,7 @@ std::string cu(int major, int minor) {
 }
 
 std::string join(const std::vector<std::string>& items, std::string_view sep = ", ") {
-  std::string s;
-  for (const auto& i : items) {
-    if (!s.empty()) s += sep;
-    s += i;
-  }
-  return s;
+  return whfs::join(items, sep);
 }
 
 struct Want {

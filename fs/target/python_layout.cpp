@@ -6,19 +6,13 @@
 #include <mutex>
 #include <tuple>
 
+#include "fs/common/text.h"
+
 namespace whfs::target {
 namespace {
 
 constexpr std::size_t kMaxConfig = 64 << 10;
 constexpr std::size_t kMaxLibc = 16 << 20;
-
-std::string trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
-    s.remove_suffix(1);
-  }
-  return std::string(s);
-}
 
 std::string base_name(const std::string& path) {
   const auto slash = path.rfind('/');
@@ -38,18 +32,6 @@ std::optional<std::pair<int, int>> major_minor(std::string_view v) {
   auto [q, ec2] = std::from_chars(p + 1, v.data() + v.size(), minor);
   if (ec2 != std::errc() || q == p + 1) return std::nullopt;
   return std::make_pair(major, minor);
-}
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  while (start <= s.size()) {
-    auto at = s.find(sep, start);
-    if (at == std::string::npos) at = s.size();
-    if (at > start) out.push_back(s.substr(start, at - start));
-    start = at + 1;
-  }
-  return out;
 }
 
 struct Elf {
@@ -141,8 +123,8 @@ VenvConfig parse_pyvenv_cfg(std::string_view text) {
     text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
     const auto eq = line.find('=');
     if (eq == std::string_view::npos) continue;
-    const std::string key = trim(line.substr(0, eq));
-    const std::string value = trim(line.substr(eq + 1));
+    const std::string key(trim(line.substr(0, eq)));
+    const std::string value(trim(line.substr(eq + 1)));
     if (key == "home") c.home = value;
     if (key == "version") c.version = value;
     if (key == "version_info") version_info = value;
@@ -177,9 +159,9 @@ Expected<InterpreterChoice, std::string> choose_interpreter(const CallerProcess&
   // passed over (a pyenv shim decides at run time which Python runs, which only running it
   // would tell).
   auto on_path = [&](const std::string& name) -> std::optional<std::string> {
-    for (const auto& dir : split(path_var, ':')) {
+    for (const auto dir : split_nonempty(path_var, ':')) {
       if (dir.front() != '/') continue;  // a relative PATH entry: the process's cwd, skipped
-      const std::string candidate = normalize_path(dir + "/" + name);
+      const std::string candidate = normalize_path(std::string(dir) + "/" + name);
       if (root.is_executable_file(candidate) && is_elf(root, candidate)) return candidate;
     }
     return std::nullopt;
@@ -313,8 +295,8 @@ Expected<PythonLayout, std::string> read_python_layout(const RootFs& root,
     return process ? process->var(var) : std::nullopt;
   };
   if (auto pp = env("PYTHONPATH")) {
-    for (const auto& d : split(*pp, ':')) {
-      if (d.front() == '/') add(d);
+    for (const auto d : split_nonempty(*pp, ':')) {
+      if (d.front() == '/') add(std::string(d));
     }
   }
   const bool system_site = !venv || venv->system_site;

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <utility>
 
+#include "fs/common/text.h"
+
 namespace whfs::target {
 namespace {
 
@@ -18,13 +20,7 @@ constexpr int kMaxLinks = 40;
 
 std::vector<std::string> split(const std::string& path) {
   std::vector<std::string> parts;
-  std::size_t start = 0;
-  while (start <= path.size()) {
-    auto slash = path.find('/', start);
-    if (slash == std::string::npos) slash = path.size();
-    if (slash > start) parts.push_back(path.substr(start, slash - start));
-    start = slash + 1;
-  }
+  for (const auto p : split_nonempty(path, '/')) parts.emplace_back(p);
   return parts;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "fs/common/text.h"
 #include "fs/target/pep440.h"
 
 namespace whfs::target {
@@ -14,15 +15,6 @@ std::string key(std::string_view interpreter, std::string_view abi, std::string_
   k.append(abi).push_back('-');
   k.append(platform);
   return k;
-}
-
-std::string join(const std::vector<std::string>& parts) {
-  std::string out;
-  for (const auto& p : parts) {
-    if (!out.empty()) out.push_back('.');
-    out += p;
-  }
-  return out;
 }
 
 // Build tags compare by their leading number, then by the rest (PEP 427).
@@ -163,8 +155,8 @@ std::optional<std::size_t> best_wheel(std::span<const WheelName> wheels,
 std::string wheel_file_name(const WheelName& wheel) {
   std::string out = wheel.distribution + "-" + wheel.version;
   if (!wheel.build.empty()) out += "-" + wheel.build;
-  out += "-" + join(wheel.python_tags) + "-" + join(wheel.abi_tags) + "-" +
-         join(wheel.platform_tags) + ".whl";
+  out += "-" + join(wheel.python_tags, ".") + "-" + join(wheel.abi_tags, ".") + "-" +
+         join(wheel.platform_tags, ".") + ".whl";
   return out;
 }
 

@@ -357,7 +357,7 @@ class Bench:
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0], allow_abbrev=False)
     p.add_argument("--rate", default="", help="also run in WAN mode with this per-connection cap, e.g. 50m")
     p.add_argument("--many", default="10000,100000", help="extra tiny entries for the listing tests")
     p.add_argument("--reps", type=int, default=3)

@@ -349,7 +349,8 @@ class App:
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[1])
+    # No abbreviations: "--port 18999" once wrote a ports file named 18999 into the checkout.
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[1], allow_abbrev=False)
     p.add_argument("--repo", action="append", default=[], required=True,
                    help="ID=DIR[:private|:gated|:gated-manual] (repeatable)")
     p.add_argument("--token", action="append", default=[],

@@ -352,7 +352,8 @@ def _report(quiet, what, manifest, tree, t0):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 allow_abbrev=False)
     ap.add_argument("out", help="output root (gets tree/ and manifest.json)")
     ap.add_argument("--seed", type=int, default=DEFAULT_SEED)
     ap.add_argument("--big-mib", type=int, default=None,

@@ -66,7 +66,7 @@ class ProxyHandler(BaseHTTPRequestHandler):
 
 
 def main():
-    p = argparse.ArgumentParser()
+    p = argparse.ArgumentParser(allow_abbrev=False)
     p.add_argument("--log", required=True)
     p.add_argument("--resolve", action="append", default=[], metavar="HOST=ADDR")
     a = p.parse_args()

@@ -21,6 +21,18 @@ using testing::MemoryStore;
 
 constexpr std::uint32_t kBlock = 1000;
 
+// Waits until `done()` holds (a state the test can see, never a fixed time), up to a bound
+// generous enough for 2 loaded cores under TSan.
+template <class Pred>
+bool eventually(Pred done, std::chrono::milliseconds limit = 20s) {
+  const auto until = Clock::now() + limit;
+  while (!done()) {
+    if (Clock::now() >= until) return false;
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
+}
+
 std::string make_bytes(std::size_t n) {
   std::string s(n, '\0');
   for (std::size_t i = 0; i < n; ++i) s[i] = static_cast<char>('a' + (i * 7 + i / 13) % 26);
@@ -83,7 +95,8 @@ TEST_F(FetcherTest, ConcurrentReadersOfOneBlockCauseOneDownload) {
       if (f.ensure(content, {3, 1}, patience())) ok++;
     });
   }
-  std::this_thread::sleep_for(100ms);
+  // Every reader but the first has joined the first one's download, which the hub holds.
+  ASSERT_TRUE(eventually([&] { return f.stats().waits_joined >= 15; }));
   hub.release();
   for (auto& t : threads) t.join();
   EXPECT_EQ(ok, 16);
@@ -102,7 +115,7 @@ TEST_F(FetcherTest, ConcurrentVerifiedReadersOfOneFileDownloadItOnce) {
       if (f.ensure(content, {b, 1}, patience())) ok++;
     });
   }
-  std::this_thread::sleep_for(100ms);
+  ASSERT_TRUE(eventually([&] { return calls() >= 1; }));  // the download is under way, held
   hub.release();
   for (auto& t : threads) t.join();
   EXPECT_EQ(ok, 8);
@@ -150,14 +163,14 @@ TEST_F(FetcherTest, AReaderJoiningAQueuedPrefetchPromotesIt) {
   Fetcher f(store, hub, c);
   hub.hold();
   f.prefetch(content, {0, 4});  // occupies the only worker
-  std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(eventually([&] { return calls() == 1; }));
   f.prefetch(content, {4, 4});  // queued behind it
   std::atomic<bool> done{false};
   std::thread reader([&] {
     EXPECT_TRUE(f.ensure(content, {5, 1}, patience()));
     done = true;
   });
-  std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(eventually([&] { return f.stats().waits_joined >= 1; }));  // joined the queued one
   hub.release();
   reader.join();
   EXPECT_TRUE(done);
@@ -182,7 +195,7 @@ TEST_F(FetcherTest, AStreamingReadNeverWaitsForTheReadaheadItStarts) {
     EXPECT_EQ(hub.ranges[0], (std::pair<std::uint64_t, std::size_t>{0, kBlock}));
   }
   // The window still comes: blocks 1..8 are fetched in the background.
-  for (int i = 0; i < 200 && calls() < 3; ++i) std::this_thread::sleep_for(5ms);
+  ASSERT_TRUE(eventually([&] { return calls() >= 3; }));
   EXPECT_EQ(calls(), 3);  // block 0, then 1-4 and 5-8
   r.release(*f);
 }
@@ -426,8 +439,8 @@ TEST_F(FetcherTest, AStalledReadFailsAfterItsPatienceAndItsRetryFailsAtOnce) {
   EXPECT_LT(Clock::now() - start, 200ms);
   EXPECT_GE(r.stats().failed_fast, 1u);
   hub.release();
-  std::this_thread::sleep_for(1100ms);  // the memory of the failure expires
-  EXPECT_EQ(read(r, *f, 0, 100), bytes.substr(0, 100));
+  // Once the memory of the failure expires, the read is tried again and works.
+  EXPECT_TRUE(eventually([&] { return read(r, *f, 0, 100) == bytes.substr(0, 100); }));
   r.release(*f);
 }
 
@@ -441,7 +454,7 @@ TEST_F(FetcherTest, AnInterruptedReadReturnsAtOnce) {
     const std::string got = read(r, *f, 0, 100, patience(30s, &cancel));
     return std::make_pair(got, Clock::now() - start);
   });
-  std::this_thread::sleep_for(100ms);
+  ASSERT_TRUE(eventually([&] { return calls() >= 1; }));  // the read waits for held downloads
   cancel.cancel();
   ASSERT_EQ(result.wait_for(5s), std::future_status::ready);
   const auto [got, took] = result.get();
@@ -450,7 +463,7 @@ TEST_F(FetcherTest, AnInterruptedReadReturnsAtOnce) {
   EXPECT_EQ(r.stats().interrupted, 1u);
   // Nobody waits for its downloads any more: they end too, freeing their workers and
   // connections for the next reader (the hub is still holding every request).
-  for (int i = 0; i < 200 && hub.abandoned < 3; ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(eventually([&] { return hub.abandoned >= 3; }));
   EXPECT_EQ(hub.abandoned, 3);  // the whole file: 3 requests, none finished
   hub.release();
   r.release(*f);
