@@ -157,7 +157,8 @@ Result<LmdbBlockCache::StoreInit> LmdbBlockCache::init_read_only(lmdb::Env& env,
       {kListingsDb, &init.dbs.listings}};
   for (const auto& [name, dbi] : dbs) {
     auto opened = txn->open_dbi(name, 0);
-    if (!opened) return format_error(options.dir, "no wheelhouse-fs cache (" + std::string(name) + ")");
+    if (!opened)
+      return format_error(options.dir, "no wheelhouse-fs cache (" + std::string(name) + ")");
     *dbi = *opened;
   }
   auto stored = txn->get(init.dbs.meta, lmdb::as_bytes(kFormatKey));
@@ -212,15 +213,14 @@ Result<std::unique_ptr<BlockCache>> LmdbBlockCache::open_once(const Options& opt
       new LmdbBlockCache(options, std::move(session), std::move(*env), *init));
 }
 
-Result<LmdbBlockCache::StoreInit> LmdbBlockCache::init_store(lmdb::Env& env,
-                                                             const Options& options,
+Result<LmdbBlockCache::StoreInit> LmdbBlockCache::init_store(lmdb::Env& env, const Options& options,
                                                              Session& session) {
   bool write_cap = true;
   for (int attempt = 0; attempt < 4; ++attempt) {
     int code = 0;
-    Result<StoreInit> init = cache_error(CacheError::Kind::kBusy,
-                                         "cache " + options.dir.string() +
-                                             ": another process holds its write lock (stopped?)");
+    Result<StoreInit> init = cache_error(
+        CacheError::Kind::kBusy,
+        "cache " + options.dir.string() + ": another process holds its write lock (stopped?)");
     {
       ProcessLockGuard writer(session.writer(), Clock::now() + options.open_timeout);
       if (writer.owns()) init = init_store_txn(env, options, write_cap, &code);

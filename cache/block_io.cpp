@@ -204,7 +204,8 @@ Result<ContentState> LmdbBlockCache::put_blocks(const ContentId& id, std::uint64
       const auto chunk =
           data.subspan(std::size_t{done} * bs,
                        std::min(data.size() - std::size_t{done} * bs, std::size_t{m} * bs));
-      std::uint64_t need = 4 * geometry_.page_size();  // B-tree pages the txn may add
+      std::uint64_t need =
+          std::uint64_t{4} * geometry_.page_size();  // B-tree pages the txn may add
       for (std::uint32_t i = 0; i < m; ++i) {
         need += geometry_.footprint(
             block_key(id, 0).size,

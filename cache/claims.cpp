@@ -67,7 +67,8 @@ Result<std::unique_ptr<BlockStore::DownloadClaim>> LmdbBlockCache::claim_downloa
     return std::unique_ptr<DownloadClaim>(new OfdClaim(downloads_fd_, byte));
   }
   if (errno == EAGAIN || errno == EACCES) return std::unique_ptr<DownloadClaim>();
-  return cache_error(CacheError::Kind::kIo, "claim " + id.to_string() + ": " + std::strerror(errno));
+  return cache_error(CacheError::Kind::kIo,
+                     "claim " + id.to_string() + ": " + std::strerror(errno));
 }
 
 }  // namespace whfs::cache

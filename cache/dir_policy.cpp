@@ -46,8 +46,7 @@ Result<void> prepare_cache_dir(const fs::path& dir, const DirAccess& access) {
   const mode_t mode = st.st_mode & 07777;
   if (st.st_uid != ::geteuid()) {
     // Someone else's directory: fine only as a deliberately shared one of the group asked for.
-    if (access.group && st.st_gid == *access.group && (mode & 0070) == 0070 &&
-        (mode & 0002) == 0) {
+    if (access.group && st.st_gid == *access.group && (mode & 0070) == 0070 && (mode & 0002) == 0) {
       return {};
     }
     return refuse(dir, "belongs to user " + std::to_string(st.st_uid) +
@@ -57,12 +56,14 @@ Result<void> prepare_cache_dir(const fs::path& dir, const DirAccess& access) {
   const bool others_write = (mode & 0002) != 0;
   const bool group_write = (mode & 0020) != 0;
   if (others_write || (group_write && !access.group)) {
-    return refuse(dir, "can be written by " + std::string(others_write ? "every user" : "its group") +
-                           " (mode " + octal(mode) + "), who could have put blocks in it: " +
+    return refuse(dir, "can be written by " +
+                           std::string(others_write ? "every user" : "its group") + " (mode " +
+                           octal(mode) + "), who could have put blocks in it: " +
                            "chmod 700 it, or share it deliberately with cache_group=");
   }
   if (access.group && st.st_gid != *access.group && ::chown(dir.c_str(), -1, *access.group) != 0) {
-    return cache_error(CacheError::Kind::kIo, "chgrp " + dir.string() + ": " + std::strerror(errno));
+    return cache_error(CacheError::Kind::kIo,
+                       "chgrp " + dir.string() + ": " + std::strerror(errno));
   }
   if (mode != want) {
     if (::chmod(dir.c_str(), want) != 0) {

@@ -8,8 +8,8 @@ namespace whfs::cache {
 namespace {
 constexpr std::uint8_t kVersion = 1;
 constexpr std::size_t kMaxInlineKey = 480;  // LMDB's default key limit is 511 bytes
-constexpr std::size_t kMaxEcho = 64 * 1024;
-constexpr std::size_t kMaxPath = 16 * 1024;
+constexpr std::size_t kMaxEcho = std::size_t{64} << 10;
+constexpr std::size_t kMaxPath = std::size_t{16} << 10;
 constexpr std::size_t kMaxHash = 128;
 // The smallest encoded entry: 4 string lengths, type and size.
 constexpr std::size_t kMinEntrySize = 4 * 4 + 1 + 8;

@@ -1,13 +1,13 @@
 #include "cache/session.h"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <ctime>
 #include <fstream>
@@ -190,15 +190,17 @@ Result<Session> Session::acquire(const Config& config) {
   const auto deadline = std::chrono::steady_clock::now() + config.open_timeout;
   std::error_code ec;
   for (int attempt = 0; attempt < 10; ++attempt) {
-    const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, file_mode(config.access));
+    const int fd =
+        ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, file_mode(config.access));
     if (fd < 0) return io_error("open " + lock_path.string(), errno);
     restrict_cache_file(lock_path, config.access);
     if (int err = gate_lock(fd, deadline); err != 0) {
       ::close(fd);
       if (err == EAGAIN) {
         return cache_error(CacheError::Kind::kBusy,
-                           "cache " + config.dir.string() + ": another process has been opening "
-                           "or closing it for more than " +
+                           "cache " + config.dir.string() +
+                               ": another process has been opening "
+                               "or closing it for more than " +
                                std::to_string(config.open_timeout.count()) +
                                " ms (stopped?); not waiting longer");
       }
@@ -254,8 +256,8 @@ Result<void> Session::remove_files(const fs::path& dir) {
     fs::remove(dir / "lock.mdb", ec);
     return {};
   }
-  auto s = acquire({dir, "/dev/null", std::chrono::seconds(0), DirAccess{},
-                    std::chrono::milliseconds(10000)});
+  auto s = acquire(
+      {dir, "/dev/null", std::chrono::seconds(0), DirAccess{}, std::chrono::milliseconds(10000)});
   if (!s) return Unexpected<CacheError>{s.error()};
   if (ofd_lock(s->lock_fd_, F_WRLCK, kUsersByte, false) != 0) {
     return cache_error(CacheError::Kind::kIo,

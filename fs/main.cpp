@@ -101,6 +101,7 @@ int run_quietly(std::vector<std::string> argv) {
   if (pid < 0) return -1;
   if (pid == 0) {
     std::vector<char*> args;
+    args.reserve(argv.size() + 1);
     for (auto& a : argv) args.push_back(a.data());
     args.push_back(nullptr);
     ::execvp(args[0], args.data());

@@ -1,12 +1,12 @@
 #include "fs/mount_app.h"
 
-#include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <condition_variable>
+#include <csignal>
 #include <ctime>
 #include <memory>
 #include <mutex>
@@ -223,7 +223,7 @@ class MountApp {
     sigset_t set;
     sigemptyset(&set);
     for (int s : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&set, s);
-    const timespec tick{0, 200 * 1000 * 1000};
+    const timespec tick{0, 200L * 1000 * 1000};
     while (true) {
       {
         std::lock_guard lock(mu_);

@@ -43,7 +43,7 @@ fuse::FuseConfig fuse_config(const MountOptions& o, const std::string& repo_id) 
       std::any_of(fc.options.begin(), fc.options.end(),
                   [](const std::string& f) { return f.starts_with("fsname="); });
   if (!has_fsname) fc.options.push_back("fsname=" + repo_id);
-  fc.options.push_back("subtype=wheelhousefs");
+  fc.options.emplace_back("subtype=wheelhousefs");
   fc.debug = o.debug;
   fc.threads = std::max(16u, o.connections);
   return fc;

@@ -31,8 +31,8 @@ std::string cache_dir_of(const CommonOptions& o) {
 std::unique_ptr<cache::BlockCache> open_cache(const CommonOptions& o, int* exit_code) {
   cache::Options co;
   co.dir = cache_dir_of(o);
-  co.cap_bytes = 0;    // keep the cap the mount set
-  co.repair = false;   // never move aside a cache that a mount may be using: say so instead
+  co.cap_bytes = 0;   // keep the cap the mount set
+  co.repair = false;  // never move aside a cache that a mount may be using: say so instead
   if (co.dir.empty()) {
     std::fprintf(stderr, "wheelhouse: no cache directory: HOME is not set; give --cache-dir\n");
     *exit_code = kUsage;

@@ -23,7 +23,9 @@
 #include "fs/common/version.h"
 #include "tools/cli_commands.h"
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
   using namespace whfs::cli;
   CLI::App app{"wheelhouse: detect the target, inspect mounts and the cache, prefetch wheels"};
   app.set_version_flag("-V,--version", std::string("wheelhouse ") + whfs::kVersion);
@@ -120,4 +122,17 @@ int main(int argc, char** argv) {
     if (*clear) return run_cache_clear(common, yes, force);
   }
   return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "wheelhouse: internal error: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "wheelhouse: internal error\n");
+  }
+  return 1;
 }

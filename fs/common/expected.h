@@ -31,10 +31,14 @@ class [[nodiscard]] Expected {
   using value_type = T;
   using error_type = E;
 
+  // Implicit, and constrained so that it never stands for the copy or move constructor
+  // (clang-tidy 14 does not read requires-clauses).
+  // NOLINTBEGIN(bugprone-forwarding-reference-overload)
   template <class U = T>
   requires std::is_constructible_v<T, U&&> &&(!std::is_same_v<std::remove_cvref_t<U>, Expected>)&&(
       !is_unexpected_v<std::remove_cvref_t<U>>)Expected(U&& v)
       : v_(std::in_place_index<0>, std::forward<U>(v)) {}  // NOLINT: implicit
+  // NOLINTEND(bugprone-forwarding-reference-overload)
   template <class G>
   requires std::is_constructible_v<E, G&&> Expected(Unexpected<G> u)
       : v_(std::in_place_index<1>, E(std::move(u.error))) {}  // NOLINT

@@ -90,7 +90,7 @@ std::optional<std::chrono::seconds> parse_duration(std::string_view text) {
 
 std::string format_bytes(std::uint64_t bytes) {
   static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double v = static_cast<double>(bytes);
+  auto v = static_cast<double>(bytes);
   std::size_t u = 0;
   while (v >= 1024 && u + 1 < std::size(kUnits)) {
     v /= 1024;

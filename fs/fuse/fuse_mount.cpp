@@ -1,12 +1,12 @@
 #include "fs/fuse/fuse_mount.h"
 
-#include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 
 #include "fs/fuse/fuse_ops.h"
@@ -49,20 +49,21 @@ void wake_handler(int) {}
 
 }  // namespace
 
-FuseMount::FuseMount(Filesystem& fs, FuseConfig config) : fs_(fs), config_(std::move(config)) {}
+FuseMount::FuseMount(FuseConfig config) : config_(std::move(config)) {}
 
 Expected<std::unique_ptr<FuseMount>, std::string> FuseMount::mount(Filesystem& fs,
                                                                    const FuseConfig& config) {
-  std::unique_ptr<FuseMount> m(new FuseMount(fs, config));
+  std::unique_ptr<FuseMount> m(new FuseMount(config));
   m->data_ =
       std::make_unique<SessionData>(SessionData{&fs, config.entry_timeout, config.attr_timeout});
   std::vector<std::string> argv = {"wheelhousefs"};
   std::string opts = "ro";
   for (const auto& o : config.options) opts += "," + o;
-  argv.push_back("-o");
+  argv.emplace_back("-o");
   argv.push_back(opts);
-  if (config.debug) argv.push_back("-d");
+  if (config.debug) argv.emplace_back("-d");
   std::vector<char*> cargv;
+  cargv.reserve(argv.size());
   for (auto& a : argv) cargv.push_back(a.data());
   fuse_args args = FUSE_ARGS_INIT(static_cast<int>(cargv.size()), cargv.data());
   const fuse_lowlevel_ops ops = make_ops();

@@ -54,11 +54,10 @@ class FuseMount {
   void invalidate_data(const std::vector<ns::Ino>& inodes);
 
  private:
-  FuseMount(Filesystem& fs, FuseConfig config);
+  explicit FuseMount(FuseConfig config);
   void serve();
   void start_thread_locked();
 
-  Filesystem& fs_;
   FuseConfig config_;
   std::unique_ptr<SessionData> data_;
   fuse_session* se_ = nullptr;

@@ -2,13 +2,13 @@
 // exception crosses into libfuse; errno comes from one table (errno_table.h).
 #include "fs/fuse/fuse_ops.h"
 
-#include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 
@@ -38,7 +38,7 @@ void fill_stat(const ns::Attr& a, struct stat* st) {
   st->st_nlink = a.dir ? 2 : 1;
   st->st_size = static_cast<off_t>(a.size);
   st->st_blocks = static_cast<blkcnt_t>((a.size + 511) / 512);
-  st->st_blksize = 128 * 1024;
+  st->st_blksize = blksize_t{128} << 10;
   st->st_uid = ::getuid();
   st->st_gid = ::getgid();
   st->st_mtim.tv_sec = a.mtime;

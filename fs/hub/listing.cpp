@@ -122,7 +122,7 @@ std::optional<std::string> check_remote_path(std::string_view path, std::string_
     if (slash == std::string_view::npos) slash = rest.size();
     const auto seg = rest.substr(start, slash - start);
     if (seg.empty()) return "empty path segment";
-    if (seg == "." || seg == "..") return "\".\" or \"..\" segment";
+    if (seg == "." || seg == "..") return R"("." or ".." segment)";
     if (seg.size() > 255) return "name over 255 bytes";
     start = slash + 1;
   }

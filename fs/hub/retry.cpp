@@ -40,7 +40,8 @@ std::chrono::milliseconds backoff_delay(const RetryPolicy& p, int retry, double 
   const int shift = std::clamp(retry, 0, 30);
   const auto full = std::min<std::int64_t>(p.cap.count(), p.base.count() << std::min(shift, 20));
   jitter01 = std::clamp(jitter01, 0.0, 1.0);
-  return std::chrono::milliseconds(static_cast<std::int64_t>(full * (0.5 + 0.5 * jitter01)));
+  return std::chrono::milliseconds(
+      static_cast<std::int64_t>(static_cast<double>(full) * (0.5 + 0.5 * jitter01)));
 }
 
 std::optional<std::chrono::seconds> server_retry_hint(std::string_view retry_after,

@@ -66,7 +66,7 @@ Expected<CentralDirectory, std::string> find_central_directory(std::span<const s
       return bad("its zip64 end of central directory is outside the last " +
                  std::to_string(tail.size()) + " bytes");
     }
-    const std::size_t r = static_cast<std::size_t>(record - tail_start);
+    const auto r = static_cast<std::size_t>(record - tail_start);
     if (le(tail, r, 4) != kZip64EocdSig) return bad("a zip64 locator that points at nothing");
     cd.entries = le(tail, r + 32, 8);
     cd.size = le(tail, r + 40, 8);

@@ -65,8 +65,9 @@ struct CallerTargetsConfig {
   std::size_t max_interpreters = 256;
 };
 
-struct Resolution {
-  std::string key;  // the canonical key, or kUnresolved
+// (clang-tidy 14 takes its implicit, noexcept move constructor for one that may throw.)
+struct Resolution {  // NOLINT(bugprone-exception-escape)
+  std::string key;   // the canonical key, or kUnresolved
   std::string why_unresolved;
   Target target;
   nlohmann::json caller;  // the process, its interpreter and GPUs, and why (for its .target)

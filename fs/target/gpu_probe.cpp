@@ -1,10 +1,10 @@
 #include "fs/target/gpu_probe.h"
 
-#include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <set>
 #include <tuple>
 

@@ -46,8 +46,10 @@ TEST_F(MetadataTest, ListingRoundTrip) {
   ASSERT_TRUE(cache_->put_listing("https://hub.example", "org/r", "c1", "empty", {}));
   reopen();
   EXPECT_EQ(cache_->get_listing("https://hub.example", "org/r", "c1", "simple").value(), listing);
-  EXPECT_EQ(cache_->get_listing("https://hub.example", "org/r", "c1", long_folder).value(), listing);
-  EXPECT_EQ(cache_->get_listing("https://hub.example", "org/r", "c1", "empty").value(), std::vector<RemoteEntry>{});
+  EXPECT_EQ(cache_->get_listing("https://hub.example", "org/r", "c1", long_folder).value(),
+            listing);
+  EXPECT_EQ(cache_->get_listing("https://hub.example", "org/r", "c1", "empty").value(),
+            std::vector<RemoteEntry>{});
   EXPECT_FALSE(cache_->get_listing("https://hub.example", "org/r", "c2", "simple").value());
 }
 
@@ -61,7 +63,8 @@ TEST_F(MetadataTest, ListingsAreKeptPerEndpoint) {
 }
 
 TEST_F(MetadataTest, GarbageRecordIsAMiss) {
-  ASSERT_TRUE(cache_->put_listing("https://hub.example", "org/r", "c1", "simple", testing::Fixture::listing()));
+  ASSERT_TRUE(cache_->put_listing("https://hub.example", "org/r", "c1", "simple",
+                                  testing::Fixture::listing()));
   cache_.reset();
   testing::put_raw(dir_.path(), kListingsDb,
                    metadata_key({"https://hub.example", "org/r", "c1", "simple"}).key,

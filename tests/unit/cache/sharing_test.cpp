@@ -189,8 +189,8 @@ TEST_F(SharingTest, AStoppedWriterElsewhereCostsAWriteNotAHang) {
     ASSERT_FALSE(put);
     EXPECT_EQ(put.error().kind, CacheError::Kind::kBusy);
     // Reads never wait for the writer.
-    auto missing = c->read_blocks(id, bytes.size(), 0, 1, [](auto, auto) {},
-                                  BlockStore::ReadMode::kPresence);
+    auto missing = c->read_blocks(
+        id, bytes.size(), 0, 1, [](auto, auto) {}, BlockStore::ReadMode::kPresence);
     ASSERT_TRUE(missing);
     EXPECT_TRUE(missing->empty());
   }

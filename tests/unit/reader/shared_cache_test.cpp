@@ -86,8 +86,8 @@ TEST_F(SharedCacheTest, AFullReaderTableStillServesVerifiedBytes) {
   o.lock_timeout = 200ms;
   auto c = open(o);
   // Other processes hold every slot of LMDB's reader table.
-  auto env = cache::lmdb::Env::open(dir_.string(), {.max_dbs = 16, .max_readers = 4,
-                                                    .flags = MDB_RDONLY | MDB_NOTLS});
+  auto env = cache::lmdb::Env::open(
+      dir_.string(), {.max_dbs = 16, .max_readers = 4, .flags = MDB_RDONLY | MDB_NOTLS});
   ASSERT_TRUE(env);
   std::vector<cache::lmdb::Txn> held;
   while (true) {
