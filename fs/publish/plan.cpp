@@ -35,7 +35,7 @@ Expected<TargetFolder, std::string> target_folder(const target::Target& t) {
   TargetFolder f;
   f.folder =
       t.arch.value + "/torch" + t.torch.value + "-cu" + cuda.substr(0, dot) + cuda.substr(dot + 1);
-  // "sm89 from <source>; torch 2.9 and CUDA 12.8 from <source>": one source named once.
+  // "sm89: <source>; torch 2.9, CUDA 12.8: <source>": a source shared by axes named once.
   const std::pair<std::string, const std::string*> parts[] = {
       {t.arch.value, &t.arch.source},
       {"torch " + t.torch.value, &t.torch.source},
@@ -44,7 +44,7 @@ Expected<TargetFolder, std::string> target_folder(const target::Target& t) {
   for (std::size_t i = 0; i < 3; ++i) {
     names += (names.empty() ? "" : ", ") + parts[i].first;
     if (i == 2 || *parts[i].second != *parts[i + 1].second) {
-      f.why += (f.why.empty() ? "" : "; ") + names + " from " + *parts[i].second;
+      f.why += (f.why.empty() ? "" : "; ") + names + ": " + *parts[i].second;
       names.clear();
     }
   }

@@ -24,14 +24,14 @@ TEST(PublishPlan, TheFolderComesFromTheTarget) {
   auto f = target_folder(key("sm89-torch2.9-cu128-cp312"));
   ASSERT_TRUE(f) << f.error();
   EXPECT_EQ(f->folder, "sm89/torch2.9-cu128");
-  EXPECT_EQ(f->why, "sm89, torch 2.9, CUDA 12.8 from the key sm89-torch2.9-cu128-cp312");
+  EXPECT_EQ(f->why, "sm89, torch 2.9, CUDA 12.8: the key sm89-torch2.9-cu128-cp312");
   EXPECT_EQ(target_folder(key("sm120-torch2.10-cu130-cp313t"))->folder, "sm120/torch2.10-cu130");
 
   target::Target t = key("sm89-torch2.9-cu128-cp312");
   t.arch.source = "the CUDA runtime (GPU 0)";
   t.torch.source = t.cuda.source = "/venv/lib/python3.12/site-packages/torch/version.py";
   EXPECT_EQ(target_folder(t)->why,
-            "sm89 from the CUDA runtime (GPU 0); torch 2.9, CUDA 12.8 from "
+            "sm89: the CUDA runtime (GPU 0); torch 2.9, CUDA 12.8: "
             "/venv/lib/python3.12/site-packages/torch/version.py");
 }
 
