@@ -354,8 +354,10 @@ Expected<void, PublishError> HubWriter::upload(const BatchAnswer& object,
     return ok;
   }
   if (object.verify_href.empty()) return {};
-  auto verified = api_post(object.verify_href, kLfsJson, verify_body({object.oid, object.size}),
-                           "verifying the upload of " + name, true);
+  // JSON, as huggingface_hub posts it; the href is the Hub's (it gets the token only if so).
+  auto verified =
+      api_post(object.verify_href, "application/json", verify_body({object.oid, object.size}),
+               "verifying the upload of " + name, true);
   if (!verified) return unexpected(std::move(verified).error());
   return {};
 }

@@ -5,7 +5,6 @@ running mount after SIGHUP (or refresh=) and in current/ of a caller with that t
 pip installs it; --target auto from a fake CUDA runtime and a fake torch; nothing to do, a
 conflict and --replace; --dry-run; every refusal with its exit code and one line; network
 faults mid-upload; a commit that races ours."""
-import glob
 import json
 import os
 import shutil
