@@ -168,10 +168,12 @@ std::string commit_summary(const std::vector<publish::PublishItem>& items, const
   return "Publish " + std::to_string(items.size()) + " wheels for " + key;
 }
 
+// The commit says what and for which target, but not where the target came from: that names
+// this machine's paths (a venv, a CUDA runtime), which a public dataset need not know.
 std::string commit_description(const std::vector<publish::PublishItem>& items,
-                               const ResolvedTarget& t, const publish::TargetFolder& folder) {
-  std::string d = std::string("Published by wheelhouse publish ") + kVersion + " for target " +
-                  t.key + ".\n" + folder.why + "\n\n";
+                               const ResolvedTarget& t) {
+  std::string d =
+      std::string("Published by wheelhouse publish ") + kVersion + " for target " + t.key + ".\n\n";
   for (const auto& item : items) {
     d += item.path + "  sha256 " + item.wheel.content.sha256 + "\n";
   }
@@ -208,7 +210,7 @@ int run(const PublishOptions& o, const std::string& repo, const std::vector<std:
   if (auto ready = writer.ready(); !ready) return report({kDenied, ready.error().message});
   const auto start = std::chrono::steady_clock::now();
   publish::PublishRequest req{o.revision, o.replace, commit_summary(*items, t->key),
-                              commit_description(*items, *t, *folder)};
+                              commit_description(*items, *t)};
   auto r = publisher.publish(*items, req);
   if (!r) return report({exit_code(r.error().kind), r.error().message});
   print_decisions(*items, r->survey);

@@ -6,9 +6,9 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -345,7 +345,8 @@ Expected<void, PublishError> HubWriter::upload(const BatchAnswer& object,
   if (object.stored) return {};
   const ReadFd fd(local);
   if (fd.get() < 0) {
-    return unexpected(failed(local.string() + ": cannot open it: " + std::strerror(errno)));
+    return unexpected(failed(local.string() + ": cannot open it: " +
+                             std::error_code(errno, std::generic_category()).message()));
   }
   if (object.chunk_size == 0) {
     auto etag = put(object.href, fd.get(), 0, object.size, "upload of " + name);

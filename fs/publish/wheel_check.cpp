@@ -8,9 +8,10 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
-#include <cstring>
 #include <map>
 #include <optional>
+#include <set>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -28,12 +29,14 @@ constexpr std::size_t kChunk = 1 << 20;
 constexpr std::uint64_t kMaxSmallMember = 64 << 20;  // METADATA, WHEEL, RECORD
 constexpr std::uint64_t kMaxCentralDirectory = 64 << 20;
 
+std::string errno_text() { return std::error_code(errno, std::generic_category()).message(); }
+
 // A local file read with pread; the error says which file and why.
 class LocalFile {
  public:
   static Expected<LocalFile, std::string> open(const std::filesystem::path& path) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return unexpected("cannot open it: " + std::string(std::strerror(errno)));
+    if (fd < 0) return unexpected("cannot open it: " + errno_text());
     struct stat st {};
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
       ::close(fd);
@@ -59,7 +62,7 @@ class LocalFile {
       const ssize_t n =
           ::pread(fd_, out.data() + got, out.size() - got, static_cast<off_t>(offset + got));
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return unexpected("read error: " + std::string(std::strerror(errno)));
+      if (n < 0) return unexpected("read error: " + errno_text());
       if (n == 0) return unexpected(std::string("the file shrank while it was read"));
       got += static_cast<std::size_t>(n);
     }
@@ -249,12 +252,12 @@ Expected<void, std::string> check_record(const LocalFile& f, const std::vector<Z
   if (!lines) return unexpected(lines.error());
   std::map<std::string, const RecordLine*> by_path;
   for (const auto& l : *lines) by_path[l.path] = &l;
-  std::size_t listed = 0;
+  std::set<std::string> held;
   for (const auto& e : entries) {
+    held.insert(e.name);
     if (e.name.ends_with('/')) continue;  // a folder entry holds no bytes
     const auto it = by_path.find(e.name);
     if (it == by_path.end()) return unexpected("RECORD has no line for " + e.name);
-    ++listed;
     const RecordLine& line = *it->second;
     if (line.hash.empty() && unhashed_allowed(e.name, record_name)) continue;
     if (!line.hash.starts_with("sha256=")) {
@@ -268,12 +271,9 @@ Expected<void, std::string> check_record(const LocalFile& f, const std::vector<Z
     if (!digest) return unexpected(digest.error());
     if (*digest != line.hash) return unexpected(e.name + " does not match its hash in RECORD");
   }
-  if (listed != by_path.size()) {
-    for (const auto& [path, line] : by_path) {
-      if (std::none_of(entries.begin(), entries.end(),
-                       [&](const ZipEntry& e) { return e.name == path; })) {
-        return unexpected("RECORD lists " + path + ", which the wheel does not hold");
-      }
+  for (const auto& entry : by_path) {
+    if (!held.contains(entry.first)) {
+      return unexpected("RECORD lists " + entry.first + ", which the wheel does not hold");
     }
   }
   return {};
