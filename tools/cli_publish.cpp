@@ -180,6 +180,45 @@ std::string commit_description(const std::vector<publish::PublishItem>& items,
   return d;
 }
 
+// --dry-run: what the branch holds at each path, and the exit status publishing would have.
+int survey_only(publish::Publisher& publisher, const std::vector<publish::PublishItem>& items,
+                const PublishOptions& o) {
+  auto s = publisher.survey(items, o.revision, o.replace);
+  if (!s) return report({exit_code(s.error().kind), s.error().message});
+  print_decisions(items, *s);
+  std::printf("dry run: nothing uploaded (%s at commit %s)\n", o.revision.c_str(), s->head.c_str());
+  const bool conflict = std::any_of(s->decisions.begin(), s->decisions.end(),
+                                    [](const auto& d) { return d.action == Action::kConflict; });
+  return conflict ? kConflict : kOk;
+}
+
+int upload(publish::Publisher& publisher, publish::HubWriter& writer,
+           const std::vector<publish::PublishItem>& items, const PublishOptions& o,
+           const publish::PublishRequest& request) {
+  if (auto ready = writer.ready(); !ready) return report({kDenied, ready.error().message});
+  const auto start = std::chrono::steady_clock::now();
+  auto r = publisher.publish(items, request);
+  if (!r) return report({exit_code(r.error().kind), r.error().message});
+  print_decisions(items, r->survey);
+  if (!r->commit) {
+    std::printf("nothing to do: every wheel is already there (%s at commit %s)\n",
+                o.revision.c_str(), r->survey.head.c_str());
+    return kOk;
+  }
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const auto& st = writer.stats();
+  const std::string url = r->commit->url.empty() ? "" : " (" + r->commit->url + ")";
+  std::printf(
+      "published in commit %s on %s%s: %s uploaded in %.1f s, %llu requests, %llu "
+      "retries%s\n",
+      r->commit->commit.c_str(), o.revision.c_str(), url.c_str(),
+      format_bytes(st.bytes_uploaded).c_str(), secs, static_cast<unsigned long long>(st.requests),
+      static_cast<unsigned long long>(st.retries),
+      r->replans > 0 ? ", planned again once (the branch moved)" : "");
+  return kOk;
+}
+
 int run(const PublishOptions& o, const std::string& repo, const std::vector<std::string>& files) {
   auto w = writer_config(o, repo);
   if (!w) return report(w.error());
@@ -197,40 +236,10 @@ int run(const PublishOptions& o, const std::string& repo, const std::vector<std:
   auto reader = hub::make_hub_client(reader_config(*w));
   publish::HubWriter writer(*w);
   publish::Publisher publisher(*reader, writer);
-  if (o.dry_run) {
-    auto s = publisher.survey(*items, o.revision, o.replace);
-    if (!s) return report({exit_code(s.error().kind), s.error().message});
-    print_decisions(*items, *s);
-    std::printf("dry run: nothing uploaded (%s at commit %s)\n", o.revision.c_str(),
-                s->head.c_str());
-    const bool conflict = std::any_of(s->decisions.begin(), s->decisions.end(),
-                                      [](const auto& d) { return d.action == Action::kConflict; });
-    return conflict ? kConflict : kOk;
-  }
-  if (auto ready = writer.ready(); !ready) return report({kDenied, ready.error().message});
-  const auto start = std::chrono::steady_clock::now();
-  publish::PublishRequest req{o.revision, o.replace, commit_summary(*items, t->key),
-                              commit_description(*items, *t)};
-  auto r = publisher.publish(*items, req);
-  if (!r) return report({exit_code(r.error().kind), r.error().message});
-  print_decisions(*items, r->survey);
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (!r->commit) {
-    std::printf("nothing to do: every wheel is already there (%s at commit %s)\n",
-                o.revision.c_str(), r->survey.head.c_str());
-    return kOk;
-  }
-  const auto& st = writer.stats();
-  std::printf(
-      "published in commit %s on %s%s%s%s: %s uploaded in %.1f s, %llu requests, %llu "
-      "retries%s\n",
-      r->commit->commit.c_str(), o.revision.c_str(), r->commit->url.empty() ? "" : " (",
-      r->commit->url.c_str(), r->commit->url.empty() ? "" : ")",
-      format_bytes(st.bytes_uploaded).c_str(), secs, static_cast<unsigned long long>(st.requests),
-      static_cast<unsigned long long>(st.retries),
-      r->replans > 0 ? ", planned again once (the branch moved)" : "");
-  return kOk;
+  return o.dry_run ? survey_only(publisher, *items, o)
+                   : upload(publisher, writer, *items, o,
+                            {o.revision, o.replace, commit_summary(*items, t->key),
+                             commit_description(*items, *t)});
 }
 
 }  // namespace
