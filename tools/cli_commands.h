@@ -8,7 +8,18 @@
 
 namespace whfs::cli {
 
-enum Exit { kOk = 0, kFailed = 1, kUsage = 2, kNotOurs = 3, kCorruptFound = 4 };
+// 5-8: `publish` only, so that a script can tell why nothing was published.
+enum Exit {
+  kOk = 0,
+  kFailed = 1,
+  kUsage = 2,
+  kNotOurs = 3,
+  kCorruptFound = 4,
+  kWheelRefused = 5,  // a wheel failed its checks or does not run on the target
+  kDenied = 6,        // no token, or the Hub refused it (invalid, read-only, gated)
+  kConflict = 7,      // another file is at a wheel's path (--replace)
+  kNotFound = 8,      // the repository or branch (or a private repo the token cannot see)
+};
 
 struct CommonOptions {
   bool json = false;
@@ -36,7 +47,21 @@ struct HashesOptions {
   std::vector<std::string> packages;  // project or folder names; empty: every one
 };
 
+struct PublishOptions {
+  std::vector<std::string> args;  // [REPO] WHEEL...: REPO unless it ends in .whl
+  std::string revision = "main";
+  std::string target = "auto";  // or a key (sm89-torch2.9-cu128-cp312)
+  std::string python;           // --target auto: the Python whose torch counts
+  std::string cudart;           // --target auto: the CUDA runtime to ask (else the system's)
+  bool dry_run = false;
+  bool replace = false;
+  std::string endpoint;    // empty: HF_ENDPOINT, else https://huggingface.co
+  std::string token_file;  // empty: HF_TOKEN, HF_TOKEN_PATH, $HF_HOME/token
+  int stall_timeout = 60;  // seconds without a byte moving before a transfer is retried
+};
+
 int run_detect(const CommonOptions& o, const DetectOptions& d);
+int run_publish(const PublishOptions& o);
 int run_hashes(const HashesOptions& o);
 int run_status(const std::string& mountpoint, const CommonOptions& o);
 int run_cache_stats(const CommonOptions& o);

@@ -5,9 +5,11 @@
 //   wheelhouse cache stats|ls|verify|evict|clear          the block cache (--cache-dir DIR)
 //   wheelhouse prefetch [--mount DIR] [--target KEY] [--current PKG]... PATH...   warm it
 //   wheelhouse hashes [--mount DIR] [--current | --target KEY] [PKG...]  pinned requirements
+//   wheelhouse publish [REPO] [--target auto|KEY] [--dry-run] [--replace] WHEEL...  upload
 //
 // Exit codes: 0 ok; 1 failure; 2 bad usage; 3 not a wheelhouse mount, or a cache this
-// version cannot read; 4 `cache verify` found and dropped corrupt contents.
+// version cannot read; 4 `cache verify` found and dropped corrupt contents; publish: 5 a wheel
+// refused, 6 no token or the Hub refused it, 7 another file at a path, 8 no such repo/branch.
 
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -27,7 +29,8 @@ namespace {
 
 int run(int argc, char** argv) {
   using namespace whfs::cli;
-  CLI::App app{"wheelhouse: detect the target, inspect mounts and the cache, prefetch wheels"};
+  CLI::App app{
+      "wheelhouse: detect the target, inspect mounts and the cache, prefetch and publish wheels"};
   app.set_version_flag("-V,--version", std::string("wheelhouse ") + whfs::kVersion);
   app.require_subcommand(1);
   std::string log_level = "warn";
@@ -101,6 +104,34 @@ int run(int argc, char** argv) {
       ->excludes(hashes_cur);
   hashes->add_option("PKG", hashes_opts.packages, "packages (default: every one)");
 
+  PublishOptions publish_opts;
+  auto* publish = app.add_subcommand(
+      "publish", "Check wheels built here and upload them to the folder of their target");
+  publish
+      ->add_option("ARGS", publish_opts.args,
+                   "[REPO] WHEEL... (REPO: DoctorPopi/python_wheelhouse)")
+      ->required();
+  publish->add_option("--revision", publish_opts.revision, "the branch to commit to (main)");
+  publish->add_option("--target", publish_opts.target,
+                      "auto (this machine's GPU and the torch of --python or of this shell's "
+                      "Python) or a key such as sm89-torch2.9-cu128-cp312");
+  publish->add_option("--python", publish_opts.python,
+                      "--target auto: the Python that will use the wheels");
+  publish->add_option("--cudart", publish_opts.cudart,
+                      "--target auto: the CUDA runtime to ask (default $WHEELHOUSE_CUDART, then "
+                      "the system's)");
+  publish->add_flag("--dry-run", publish_opts.dry_run, "check and print the plan; upload nothing");
+  publish->add_flag("--replace", publish_opts.replace,
+                    "replace a different file already at a wheel's path");
+  publish->add_option("--endpoint", publish_opts.endpoint,
+                      "the Hub (default $HF_ENDPOINT, else https://huggingface.co)");
+  publish->add_option("--token-file", publish_opts.token_file,
+                      "default $HF_TOKEN, $HF_TOKEN_PATH, $HF_HOME/token");
+  publish
+      ->add_option("--stall-timeout", publish_opts.stall_timeout,
+                   "seconds without progress before a transfer is retried (60)")
+      ->check(CLI::Range(1, 3600));
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -110,6 +141,7 @@ int run(int argc, char** argv) {
   if (*detect) return run_detect(common, detect_opts);
   if (*status) return run_status(mountpoint, common);
   if (*hashes) return run_hashes(hashes_opts);
+  if (*publish) return run_publish(publish_opts);
   if (*prefetch) {
     prefetch_opts.current_given = prefetch->count("--current") > 0;
     return run_prefetch(prefetch_opts);

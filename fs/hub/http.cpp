@@ -68,6 +68,10 @@ struct Transfer {
   curl_off_t last_down = 0;
   curl_off_t last_up = 0;
   bool stalled = false;
+  // A PUT's body: where libcurl reads next, and whether the source failed.
+  const BodySource* put = nullptr;
+  std::uint64_t put_offset = 0;
+  bool put_unreadable = false;
 };
 
 std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
@@ -143,6 +147,31 @@ std::size_t on_body(char* data, std::size_t size, std::size_t n, void* user) {
   }
   t->response.body.append(data, len);
   return len;
+}
+
+std::size_t on_read(char* data, std::size_t size, std::size_t n, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  const std::uint64_t left = t->put->size - t->put_offset;
+  const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(size * n, left));
+  if (want == 0) return 0;
+  const auto got = t->put->read(t->put_offset, std::span(reinterpret_cast<std::byte*>(data), want));
+  if (!got || *got == 0 || *got > want) {
+    // A source that fails or ends before its announced size: never send a short body.
+    t->put_unreadable = true;
+    return CURL_READFUNC_ABORT;
+  }
+  t->put_offset += *got;
+  return *got;
+}
+
+// libcurl rewinds the body when it must send it again on the same request.
+int on_seek(void* user, curl_off_t offset, int origin) {
+  auto* t = static_cast<Transfer*>(user);
+  if (origin != SEEK_SET || offset < 0 || static_cast<std::uint64_t>(offset) > t->put->size) {
+    return CURL_SEEKFUNC_CANTSEEK;
+  }
+  t->put_offset = static_cast<std::uint64_t>(offset);
+  return CURL_SEEKFUNC_OK;
 }
 
 // Called at least once a second while a transfer runs, idle or not.
@@ -339,6 +368,14 @@ Expected<HttpResponse, TransferError> HttpTransport::perform(const HttpRequest& 
   } else if (req.method == "POST") {
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, req.post_body.c_str());
     curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(req.post_body.size()));
+  } else if (req.method == "PUT") {
+    t.put = &req.put_body;
+    curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
+    curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(req.put_body.size));
+    curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read);
+    curl_easy_setopt(c, CURLOPT_READDATA, &t);
+    curl_easy_setopt(c, CURLOPT_SEEKFUNCTION, on_seek);
+    curl_easy_setopt(c, CURLOPT_SEEKDATA, &t);
   }
 
   const CURLcode rc = curl_easy_perform(c);
@@ -359,7 +396,8 @@ Expected<HttpResponse, TransferError> HttpTransport::perform(const HttpRequest& 
   if (err.kind == TransferError::Kind::kCancelled && !cancelled_) {
     err.kind = TransferError::Kind::kOther;
   }
-  err.message = t.too_large ? "response body too large"
+  err.message = t.too_large        ? "response body too large"
+                : t.put_unreadable ? "the body to send could not be read"
                 : t.stalled
                     ? "no progress for " + std::to_string(config_.low_speed_time.count()) + " s"
                     : curl_easy_strerror(rc);

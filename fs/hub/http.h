@@ -26,11 +26,21 @@
 
 namespace whfs::hub {
 
+// The body of a PUT, read on demand so that a large file is never held in memory: `read`
+// fills `out` with the bytes at `offset` of the body and returns how many it wrote (fewer
+// than asked only at the end), or nullopt when the source cannot be read. Offsets may go
+// back: a transfer that is retried, or rewound by libcurl, reads from the start again.
+struct BodySource {
+  std::uint64_t size = 0;
+  std::function<std::optional<std::size_t>(std::uint64_t offset, std::span<std::byte> out)> read;
+};
+
 struct HttpRequest {
-  std::string method = "GET";  // GET, HEAD or POST
+  std::string method = "GET";  // GET, HEAD, POST or PUT
   std::string url;
   std::vector<std::string> headers;  // "Name: value"
   std::string post_body;
+  BodySource put_body;  // PUT only
 };
 
 // Response header names are stored lower case; the last value of a repeated header wins,

@@ -25,7 +25,8 @@ with the same parameters is a no-op when every file still has its recorded
 size; --force regenerates everything.
 
 Usable as a module: generate(out, seed=..., big_mib=..., small=..., many=...,
-force=..., quiet=...) returns the manifest dict.
+force=..., quiet=...) returns the manifest dict; build_wheel(out_dir, pkg, version,
+folder, tag, ...) writes one wheel (what `wheelhouse publish` tests publish).
 """
 import argparse
 import base64
@@ -247,6 +248,20 @@ def _wheel_chunks(w, seed):
     while n > 0 and n + len(str(n)) > want:
         n -= 1
     return _build_wheel(w, seed, n)
+
+
+def build_wheel(out_dir, pkg, version, folder, tag, size=64 * KIB, seed=DEFAULT_SEED, local=None):
+    """Write one wheel as generate() makes them into `out_dir` and return its path: `pkg`
+    version `version` built "for" `folder` (e.g. "flash_attn/sm89/torch2.9-cu128", which its
+    module reports and which gives its local version +cu128torch2.9 unless `local` is given:
+    "" for none, or a label such as "cu126"), tagged `tag`, padded to `size` bytes."""
+    w = _make_wheel(pkg, version, folder, tag, size)
+    if local is not None:
+        full = f"{version}+{local}" if local else version
+        w = w._replace(version=full, rel=f"{folder}/{pkg}-{full}-{tag}.whl")
+    path = os.path.join(out_dir, w.rel.rsplit("/", 1)[-1])
+    _write(path, _wheel_chunks(w, seed))
+    return path
 
 
 def _write(path, chunks):

@@ -3,8 +3,10 @@
 fidelity/package.json) publishes files to the emulator through preupload, the LFS batch API
 (basic and multipart), the storage host and the ndjson commit, then lists and downloads them
 back. Paths, sizes and bytes must survive, the commits must be the emulator's heads, and no
-Authorization header may reach the storage host. Where the emulator and that client disagree,
-the emulator is wrong."""
+Authorization header may reach the storage host. Then `wheelhouse publish` uploads two wheels
+(one over the multipart threshold) and the same client lists and downloads them: same paths,
+sizes, LFS oids and bytes. Where the emulator and that client disagree, the emulator is
+wrong."""
 import hashlib
 import json
 import os
@@ -14,10 +16,14 @@ import tempfile
 import unittest
 import urllib.request
 
+import gen_wheelhouse
 from fakehub_ctl import FakeHub
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIDELITY = os.path.join(HERE, "fidelity")
+BUILD_DIR = os.environ.get("WHFS_BUILD_DIR", os.path.join(os.path.dirname(os.path.dirname(HERE)),
+                                                          "build"))
+WHEELHOUSE = os.path.join(BUILD_DIR, "tools", "wheelhouse")
 REPO = "acme/publish"
 CHUNK = 1024 * 1024  # multipart part size, set low so a wheel-sized file has several parts
 
@@ -26,14 +32,18 @@ def sha256(data):
     return hashlib.sha256(data).hexdigest()
 
 
+def require_client():
+    if shutil.which("node") is None:
+        raise AssertionError("node is not installed: run tools/setup.sh (it installs nodejs)")
+    if not os.path.isdir(os.path.join(FIDELITY, "node_modules", "@huggingface", "hub")):
+        raise AssertionError("@huggingface/hub is not installed: run tools/setup.sh "
+                             "(npm ci in tests/fakehub/fidelity)")
+
+
 class OfficialClientUpload(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        if shutil.which("node") is None:
-            raise AssertionError("node is not installed: run tools/setup.sh (it installs nodejs)")
-        if not os.path.isdir(os.path.join(FIDELITY, "node_modules", "@huggingface", "hub")):
-            raise AssertionError("@huggingface/hub is not installed: run tools/setup.sh "
-                                 "(npm ci in tests/fakehub/fidelity)")
+        require_client()
         cls.tmp = tempfile.mkdtemp(prefix="fidelity-write-")
         src = os.path.join(cls.tmp, "src")
         os.makedirs(os.path.join(src, "old"))
@@ -135,6 +145,86 @@ class OfficialClientUpload(unittest.TestCase):
         self.assertTrue(storage)
         self.assertFalse([e for e in storage if e["auth"]], "token sent to the storage host/CDN")
         self.assertEqual(self.hub.state()["counters"].get("cdn_auth_violations", 0), 0)
+
+
+class OfficialClientReadsWhatWheelhousePublished(unittest.TestCase):
+    """`wheelhouse publish` uploads (basic and multipart transfers, one commit), then the
+    official client's listFiles/downloadFile/pathsInfo (fidelity.mjs) read the repo back."""
+
+    @classmethod
+    def setUpClass(cls):
+        require_client()
+        if not os.access(WHEELHOUSE, os.X_OK):
+            raise AssertionError(f"{WHEELHOUSE} is not built")
+        cls.tmp = tempfile.mkdtemp(prefix="fidelity-publish-")
+        src = os.path.join(cls.tmp, "src")
+        os.makedirs(src)
+        with open(os.path.join(src, "README.md"), "w") as f:
+            f.write("# published wheels\n")
+        cls.hub = FakeHub({REPO: src}, os.path.join(cls.tmp, "run"),
+                          write_tokens={"hf_writer": [REPO]},
+                          extra_args=["--multipart-threshold", str(2 * CHUNK),
+                                      "--multipart-chunk", str(CHUNK)])
+        dist = os.path.join(cls.tmp, "dist")
+        os.makedirs(dist)
+        folder = "sm89/torch2.9-cu128"
+        cls.wheels = {
+            f"demo_small/{folder}": gen_wheelhouse.build_wheel(
+                dist, "demo_small", "1.0.0", f"demo_small/{folder}", "py3-none-any", 300_000),
+            f"demo_big/{folder}": gen_wheelhouse.build_wheel(
+                dist, "demo_big", "2.0.0", f"demo_big/{folder}", "py3-none-any", 3 * CHUNK + 4321),
+        }
+        env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+        env["HF_TOKEN"] = "hf_writer"
+        cls.published = subprocess.run(
+            [WHEELHOUSE, "publish", "--endpoint", cls.hub.hub, "--target",
+             "sm89-torch2.9-cu128-cp312", REPO, *cls.wheels.values()],
+            env=env, capture_output=True, text=True, timeout=300)
+        if cls.published.returncode != 0:
+            cls.tearDownClass()
+            raise AssertionError(f"wheelhouse publish failed:\n{cls.published.stderr}")
+        proc = subprocess.run(["node", os.path.join(FIDELITY, "fidelity.mjs"), cls.hub.hub, REPO,
+                               "hf_writer"], cwd=FIDELITY, capture_output=True, text=True,
+                              timeout=600)
+        if proc.returncode != 0:
+            cls.tearDownClass()
+            raise AssertionError(f"official client failed:\n{proc.stderr[-4000:]}")
+        cls.seen = json.loads(proc.stdout)
+        cls.log = cls.hub.log()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.hub.stop()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_same_paths_sizes_and_bytes(self):
+        files = self.seen["files"]
+        for folder, local in self.wheels.items():
+            path = f"{folder}/{os.path.basename(local)}"
+            with open(local, "rb") as f:
+                data = f.read()
+            self.assertIn(path, files, sorted(files))
+            self.assertEqual(files[path]["size"], len(data), path)
+            self.assertEqual(files[path]["downloaded"], len(data), path)
+            self.assertEqual(files[path]["sha256"], sha256(data), path)
+            self.assertEqual(files[path]["lfs"]["oid"], sha256(data), path)
+        self.assertEqual(files["README.md"]["size"], len("# published wheels\n"))
+        # The biggest file (the multipart one): a ranged read and paths-info agree too.
+        big = f"demo_big/sm89/torch2.9-cu128/{os.path.basename(self.wheels['demo_big/sm89/torch2.9-cu128'])}"
+        self.assertEqual(self.seen["big"], big)
+        self.assertEqual(self.seen["pathsInfo"][0]["oid"], files[big]["lfs"]["oid"])
+
+    def test_one_commit_the_heads_and_the_transfers(self):
+        self.assertIn(f"published in commit {self.seen['sha']}", self.published.stdout)
+        self.assertEqual(self.hub.state()["repos"][REPO]["head"], self.seen["sha"])
+        ops = [e.get("op") for e in self.log]
+        self.assertEqual(ops.count("commit"), 1)
+        self.assertEqual(sorted(e["part"] for e in self.log if e.get("op") == "storage-part"),
+                         [1, 2, 3, 4])
+        self.assertEqual(ops.count("storage-put"), 1)
+        self.assertEqual(ops.count("complete-multipart"), 1)
+        storage = [e for e in self.log if e["server"] == "cdn"]
+        self.assertFalse([e for e in storage if e["auth"]], "token sent to the storage host")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,376 @@
+#include "fs/publish/hub_writer.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <system_error>
+#include <thread>
+#include <utility>
+
+#include "fs/common/clock.h"
+
+namespace whfs::publish {
+namespace {
+
+using hub::HttpRequest;
+using hub::HttpResponse;
+using hub::TransferError;
+using Kind = PublishError::Kind;
+
+constexpr int kMaxRedirects = 5;
+// A storage PUT may take long on a slow line; a stalled one is cut by the stall limit.
+constexpr auto kStorageDeadline = std::chrono::hours(24);
+constexpr auto kLongestServerWait = std::chrono::seconds(300);
+constexpr const char* kLfsJson = "application/vnd.git-lfs+json";
+
+PublishError failed(std::string message) { return {Kind::kFailed, std::move(message)}; }
+
+bool ok_status(int s) { return s >= 200 && s < 300; }
+
+// <Code> or <Message> of an S3-style XML error body; "" when absent.
+std::string xml_field(const std::string& body, const std::string& tag) {
+  const auto open = body.find("<" + tag + ">");
+  if (open == std::string::npos) return {};
+  const auto start = open + tag.size() + 2;
+  const auto close = body.find("</" + tag + ">", start);
+  return close == std::string::npos ? std::string() : body.substr(start, close - start);
+}
+
+// The Hub's own words: X-Error-Message, else the JSON body's "error".
+std::string hub_message(const HttpResponse& r) {
+  std::string m = r.header("x-error-message");
+  if (m.empty()) {
+    const auto j = nlohmann::json::parse(r.body, nullptr, false);
+    if (j.is_object() && j.contains("error") && j["error"].is_string()) {
+      m = j["error"].get<std::string>();
+    }
+  }
+  return m;
+}
+
+// A file opened for the uploads of one object.
+class ReadFd {
+ public:
+  explicit ReadFd(const std::filesystem::path& p) : fd_(::open(p.c_str(), O_RDONLY | O_CLOEXEC)) {}
+  ~ReadFd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  ReadFd(const ReadFd&) = delete;
+  ReadFd& operator=(const ReadFd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+struct HubWriter::Step {
+  enum class Kind { kDone, kRetry, kFail } kind = Kind::kDone;
+  PublishError error;
+  std::optional<std::chrono::seconds> hint;  // the server's own wait (429, 503)
+  bool at_once = false;  // a stalled connection: a fresh one at once, no backoff
+};
+
+namespace {
+
+using Step = HubWriter::Step;
+
+Step done() { return {}; }
+Step retry(PublishError e, std::optional<std::chrono::seconds> hint = std::nullopt) {
+  return {Step::Kind::kRetry, std::move(e), hint, false};
+}
+Step fail(PublishError e) { return {Step::Kind::kFail, std::move(e), std::nullopt, false}; }
+
+Step transfer_step(const TransferError& e, const std::string& what) {
+  using K = TransferError::Kind;
+  switch (e.kind) {
+    case K::kCancelled:
+    case K::kAbandoned:
+    case K::kTooLarge:
+      return fail(failed(what + ": " + e.message));
+    case K::kStalled: {
+      Step s = retry(failed(what + ": stalled (" + e.message + ")"));
+      s.at_once = true;
+      return s;
+    }
+    default:
+      return retry(failed(what + ": " + e.message));
+  }
+}
+
+}  // namespace
+
+HubWriter::HubWriter(WriterConfig config)
+    : config_(std::move(config)),
+      tokens_(config_.token_file),
+      transport_([this] {
+        hub::HttpConfig h = config_.http;
+        if (h.user_agent.empty()) h.user_agent = hub::default_user_agent();
+        return h;
+      }()),
+      endpoint_origin_(hub::origin_of(config_.endpoint)) {
+  token_may_travel_ = endpoint_origin_ && (endpoint_origin_->scheme == "https" ||
+                                           hub::is_loopback_host(endpoint_origin_->host));
+  const bool dataset = config_.repo.type == hub::RepoType::kDataset;
+  api_base_ = config_.endpoint + (dataset ? "/api/datasets/" : "/api/models/") + config_.repo.id;
+  git_base_ = config_.endpoint + (dataset ? "/datasets/" : "/") + config_.repo.id + ".git";
+}
+
+Expected<void, PublishError> HubWriter::ready() {
+  if (!tokens_.token()) {
+    return unexpected(PublishError{
+        Kind::kDenied,
+        "no token (looked in " + tokens_.describe() +
+            "): publishing needs a write token; set HF_TOKEN, run `hf auth login`, or give "
+            "--token-file"});
+  }
+  if (!token_may_travel_) {
+    return unexpected(PublishError{Kind::kDenied, "the endpoint " + config_.endpoint +
+                                                      " is plain http on another machine: the "
+                                                      "token is not sent in clear text"});
+  }
+  return {};
+}
+
+void HubWriter::add_auth(HttpRequest& req) {
+  if (!token_may_travel_) return;
+  const auto origin = hub::origin_of(req.url);
+  if (!origin || !endpoint_origin_ || *origin != *endpoint_origin_) return;
+  if (auto token = tokens_.token()) req.headers.push_back("Authorization: Bearer " + *token);
+}
+
+template <class Attempt>
+Expected<void, PublishError> HubWriter::with_retries(const std::string& what, Attempt&& attempt) {
+  std::mt19937_64 rng(std::random_device{}());
+  std::uniform_real_distribution<double> jitter(0.0, 1.0);
+  PublishError last = failed(what + ": not tried");
+  for (int tries = 1;; ++tries) {
+    Step s = attempt();
+    if (s.kind == Step::Kind::kDone) return {};
+    if (s.kind == Step::Kind::kFail) return unexpected(std::move(s.error));
+    last = std::move(s.error);
+    if (tries >= config_.retry.max_attempts) break;
+    auto delay = s.at_once ? std::chrono::milliseconds(0)
+                           : hub::backoff_delay(config_.retry, tries - 1, jitter(rng));
+    if (s.hint) {
+      delay = std::max<std::chrono::milliseconds>(
+          delay,
+          std::min<std::chrono::seconds>(*s.hint + std::chrono::seconds(1), kLongestServerWait));
+    }
+    ++stats_.retries;
+    spdlog::warn("{}; retry {} of {} in {:.1f} s", last.message, tries,
+                 config_.retry.max_attempts - 1, static_cast<double>(delay.count()) / 1000);
+    std::this_thread::sleep_for(delay);
+  }
+  last.message += " (gave up after " + std::to_string(config_.retry.max_attempts) + " tries)";
+  return unexpected(std::move(last));
+}
+
+Step HubWriter::api_attempt(const std::string& url, const std::string& content_type,
+                            const std::string& body, const std::string& what, bool token,
+                            HttpResponse* out) {
+  std::string at = url;
+  for (int hop = 0; hop <= kMaxRedirects; ++hop) {
+    HttpRequest req;
+    req.method = "POST";
+    req.url = at;
+    req.headers = {
+        std::string("Accept: ") + (content_type == kLfsJson ? kLfsJson : "application/json"),
+        "Content-Type: " + content_type};
+    req.post_body = body;
+    if (token) add_auth(req);
+    ++stats_.requests;
+    auto resp = transport_.perform(req, Clock::now() + config_.api_timeout);
+    if (!resp) return transfer_step(resp.error(), what);
+    // 307/308 keep the method and body (a renamed repository); no other redirect is followed.
+    if ((resp->status == 307 || resp->status == 308) && !resp->header("location").empty()) {
+      at = hub::resolve_reference(at, resp->header("location"));
+      continue;
+    }
+    if (ok_status(resp->status)) {
+      *out = std::move(*resp);
+      return done();
+    }
+    PublishError e = api_error(*resp, what);
+    if (hub::retryable_status(resp->status)) {
+      return retry(std::move(e),
+                   hub::server_retry_hint(resp->header("retry-after"), resp->header("ratelimit")));
+    }
+    return fail(std::move(e));
+  }
+  return fail(failed(what + ": too many redirects"));
+}
+
+Expected<HttpResponse, PublishError> HubWriter::api_post(const std::string& url,
+                                                         const std::string& content_type,
+                                                         const std::string& body,
+                                                         const std::string& what, bool token) {
+  HttpResponse out;
+  auto r =
+      with_retries(what, [&] { return api_attempt(url, content_type, body, what, token, &out); });
+  if (!r) return unexpected(std::move(r).error());
+  return out;
+}
+
+PublishError HubWriter::api_error(const HttpResponse& resp, const std::string& what) const {
+  const std::string code = resp.header("x-error-code");
+  const std::string said_raw = hub_message(resp);
+  const std::string said = said_raw.empty() ? "" : " (Hub: " + said_raw + ")";
+  const std::string token = "the token from " + tokens_.describe();
+  switch (resp.status) {
+    case 401:
+      if (code == "GatedRepo") {
+        return {Kind::kDenied,
+                what + ": gated repository; request access on the Hub's website" + said};
+      }
+      if (said_raw.find("Invalid credentials") != std::string::npos) {
+        return {Kind::kDenied, what + ": the Hub refused " + token + " (invalid or expired)"};
+      }
+      return {Kind::kNotFound, what + ": repository not found, or private and no token was sent"};
+    case 403:
+      if (code == "GatedRepo") {
+        return {Kind::kDenied, what + ": gated repository and " + token +
+                                   " has no access; request access on the Hub's website"};
+      }
+      if (said_raw.find("write token") != std::string::npos) {
+        return {Kind::kDenied, what + ": " + token +
+                                   " can only read; publishing needs a token "
+                                   "with write access" +
+                                   said};
+      }
+      return {Kind::kDenied, what + ": the Hub refused " + token + said};
+    case 404:
+      if (code == "RevisionNotFound") {
+        return {Kind::kNotFound, what + ": no such branch to commit to" + said};
+      }
+      return {Kind::kNotFound,
+              what + ": repository not found, or private and " + token + " has no access" + said};
+    case 412:
+      return {Kind::kStale, what + ": the branch moved since the commit was planned" + said};
+    default:
+      return failed(what + ": HTTP " + std::to_string(resp.status) + said);
+  }
+}
+
+Expected<std::vector<PreuploadAnswer>, PublishError> HubWriter::preupload(
+    const std::string& revision, const std::vector<PreuploadFile>& files) {
+  auto resp = api_post(api_base_ + "/preupload/" + hub::encode_segment(revision),
+                       "application/json", preupload_body(files), "preupload", true);
+  if (!resp) return unexpected(std::move(resp).error());
+  auto parsed = parse_preupload(resp->body);
+  if (!parsed) return unexpected(failed("preupload: " + parsed.error()));
+  return std::move(*parsed);
+}
+
+Expected<std::vector<BatchAnswer>, PublishError> HubWriter::batch(
+    const std::string& revision, const std::vector<LfsObject>& objects) {
+  auto resp = api_post(git_base_ + "/info/lfs/objects/batch", kLfsJson,
+                       batch_body(revision, objects), "LFS batch", true);
+  if (!resp) return unexpected(std::move(resp).error());
+  auto parsed = parse_batch(resp->body, objects);
+  if (!parsed) return unexpected(failed("LFS batch: " + parsed.error()));
+  return std::move(*parsed);
+}
+
+Expected<std::string, PublishError> HubWriter::put(const std::string& url, int fd,
+                                                   std::uint64_t offset, std::uint64_t size,
+                                                   const std::string& what) {
+  std::string etag;
+  auto attempt = [&]() -> Step {
+    HttpRequest req;
+    req.method = "PUT";
+    req.url = url;  // a presigned URL: no token, whatever its origin
+    req.put_body.size = size;
+    req.put_body.read = [fd, offset](std::uint64_t at,
+                                     std::span<std::byte> out) -> std::optional<std::size_t> {
+      ssize_t n = -1;
+      do {
+        n = ::pread(fd, out.data(), out.size(), static_cast<off_t>(offset + at));
+      } while (n < 0 && errno == EINTR);
+      if (n < 0) return std::nullopt;
+      return static_cast<std::size_t>(n);
+    };
+    ++stats_.requests;
+    auto resp = transport_.perform(req, Clock::now() + kStorageDeadline);
+    if (!resp) return transfer_step(resp.error(), what);
+    if (ok_status(resp->status)) {
+      stats_.bytes_uploaded += size;
+      etag = resp->header("etag");
+      return done();
+    }
+    const std::string code = xml_field(resp->body, "Code");
+    const std::string message = xml_field(resp->body, "Message");
+    PublishError e =
+        failed(what + ": the storage host answered HTTP " + std::to_string(resp->status) +
+               (code.empty() ? "" : " " + code + (message.empty() ? "" : ": " + message)));
+    if (hub::retryable_status(resp->status)) return retry(std::move(e));
+    return fail(std::move(e));
+  };
+  auto r = with_retries(what, attempt);
+  if (!r) return unexpected(std::move(r).error());
+  return etag;
+}
+
+Expected<void, PublishError> HubWriter::multipart(const BatchAnswer& object, int fd,
+                                                  const std::string& name) {
+  const std::size_t n = object.parts.size();
+  std::vector<std::string> etags(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint64_t offset = i * object.chunk_size;
+    const std::uint64_t size = std::min(object.chunk_size, object.size - offset);
+    const std::string what =
+        "part " + std::to_string(i + 1) + " of " + std::to_string(n) + " of " + name;
+    auto etag = put(object.parts[i], fd, offset, size, what);
+    if (!etag) return unexpected(std::move(etag).error());
+    if (etag->empty()) return unexpected(failed(what + ": the storage host gave no ETag"));
+    etags[i] = std::move(*etag);
+    ++stats_.parts;
+  }
+  // The completion URL is signed in its query: like the official clients, no token.
+  auto resp = api_post(object.href, kLfsJson, completion_body(object.oid, etags),
+                       "completing the upload of " + name, false);
+  if (!resp) return unexpected(std::move(resp).error());
+  return {};
+}
+
+Expected<void, PublishError> HubWriter::upload(const BatchAnswer& object,
+                                               const std::filesystem::path& local,
+                                               const std::string& name) {
+  if (object.stored) return {};
+  const ReadFd fd(local);
+  if (fd.get() < 0) {
+    return unexpected(failed(local.string() + ": cannot open it: " +
+                             std::error_code(errno, std::generic_category()).message()));
+  }
+  if (object.chunk_size == 0) {
+    auto etag = put(object.href, fd.get(), 0, object.size, "upload of " + name);
+    if (!etag) return unexpected(std::move(etag).error());
+  } else if (auto ok = multipart(object, fd.get(), name); !ok) {
+    return ok;
+  }
+  if (object.verify_href.empty()) return {};
+  // JSON, as huggingface_hub posts it; the href is the Hub's (it gets the token only if so).
+  auto verified =
+      api_post(object.verify_href, "application/json", verify_body({object.oid, object.size}),
+               "verifying the upload of " + name, true);
+  if (!verified) return unexpected(std::move(verified).error());
+  return {};
+}
+
+Expected<CommitAnswer, PublishError> HubWriter::commit(const std::string& revision,
+                                                       const std::string& payload) {
+  auto resp = api_post(api_base_ + "/commit/" + hub::encode_segment(revision),
+                       "application/x-ndjson", payload, "commit", true);
+  if (!resp) return unexpected(std::move(resp).error());
+  auto parsed = parse_commit(resp->body);
+  if (!parsed) return unexpected(failed("commit: " + parsed.error()));
+  return std::move(*parsed);
+}
+
+}  // namespace whfs::publish
