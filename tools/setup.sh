@@ -18,7 +18,8 @@ pkgs=(
   fuse3 lmdb-utils python3
 )
 if ((want_tests)); then
-  pkgs+=(python3-pip python3-venv clang libclang-rt-14-dev systemd curl procps util-linux unzip psmisc
+  pkgs+=(python3-pip python3-venv clang clang-format clang-tidy libclang-rt-14-dev systemd curl
+        procps util-linux unzip psmisc
         dpkg-dev nginx-light file)
 fi
 
