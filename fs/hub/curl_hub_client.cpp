@@ -14,10 +14,12 @@
 #include <random>
 #include <unordered_map>
 #include <unordered_set>
+#include <variant>
 
 #include "fs/common/version.h"
 #include "fs/hub/hub_client.h"
 #include "fs/hub/listing.h"
+#include "fs/hub/range_sink.h"
 #include "fs/hub/token.h"
 #include "fs/hub/url.h"
 
@@ -51,117 +53,6 @@ Outcome retry(HubError e, std::optional<std::chrono::seconds> hint = std::nullop
 bool is_redirect(int status) {
   return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
 }
-
-// The query value of `key` (raw, not decoded), or "".
-std::string query_value(std::string_view url, std::string_view key) {
-  const auto q = url.find('?');
-  if (q == std::string_view::npos) return {};
-  std::string_view rest = url.substr(q + 1);
-  while (!rest.empty()) {
-    auto amp = rest.find('&');
-    auto item = rest.substr(0, amp);
-    if (item.size() > key.size() && item.starts_with(key) && item[key.size()] == '=') {
-      return std::string(item.substr(key.size() + 1));
-    }
-    if (amp == std::string_view::npos) break;
-    rest = rest.substr(amp + 1);
-  }
-  return {};
-}
-
-// When a signed URL stops working, from X-Amz-Date + X-Amz-Expires or CloudFront's Expires.
-std::optional<std::time_t> signed_url_expiry(std::string_view url) {
-  const std::string amz_date = query_value(url, "X-Amz-Date");
-  const std::string amz_expires = query_value(url, "X-Amz-Expires");
-  if (amz_date.size() == 16 && !amz_expires.empty()) {
-    std::tm tm{};
-    if (strptime(amz_date.c_str(), "%Y%m%dT%H%M%SZ", &tm) != nullptr) {
-      return timegm(&tm) + std::atol(amz_expires.c_str());
-    }
-  }
-  const std::string expires = query_value(url, "Expires");
-  if (!expires.empty()) return static_cast<std::time_t>(std::atoll(expires.c_str()));
-  return std::nullopt;
-}
-
-// Validates and consumes the body of a ranged GET into `out`, starting at out[*got], which is
-// file offset `start`. Fresh per response: the first bytes decide whether the body is usable.
-class RangeSink {
- public:
-  RangeSink(std::span<std::byte> out, std::size_t* got, std::uint64_t start,
-            std::uint64_t file_size)
-      : out_(out), got_(got), start_(start), file_size_(file_size) {}
-
-  bool operator()(const HttpResponse& head, std::span<const std::byte> data) {
-    if (!checked_ && !check(head)) return false;
-    if (skip_ > 0) {
-      const auto n = std::min<std::uint64_t>(skip_, data.size());
-      skip_ -= n;
-      data = data.subspan(n);
-    }
-    const std::size_t n = std::min(data.size(), out_.size() - *got_);
-    std::copy_n(data.begin(), n, out_.begin() + static_cast<std::ptrdiff_t>(*got_));
-    *got_ += n;
-    if (*got_ < out_.size()) return true;
-    // Full. A 206 that ends here completes normally and keeps its connection for the next
-    // request; the rest of a 200 (the whole file) or bytes beyond the range are not wanted.
-    return status_ == 206 && n == data.size();
-  }
-
-  const std::string& mismatch() const { return mismatch_; }
-
- private:
-  bool check(const HttpResponse& head) {
-    checked_ = true;
-    status_ = head.status;
-    const std::string enc = head.header("content-encoding");
-    if (!enc.empty() && enc != "identity") {
-      mismatch_ = "body is " + enc + "-encoded although identity was asked for";
-      return false;
-    }
-    if (head.status == 206) {
-      const std::string cr = head.header("content-range");
-      unsigned long long a = 0;
-      unsigned long long b = 0;
-      char total[32] = {0};
-      if (std::sscanf(cr.c_str(), "bytes %llu-%llu/%31s", &a, &b, total) != 3 || b < a) {
-        mismatch_ = "206 without a valid Content-Range (\"" + cr + "\")";
-        return false;
-      }
-      if (a != start_) {
-        mismatch_ = "206 for offset " + std::to_string(a) + ", asked " + std::to_string(start_);
-        return false;
-      }
-      if (std::string_view(total) != "*" && std::strtoull(total, nullptr, 10) != file_size_) {
-        mismatch_ =
-            std::string("file is ") + total + " bytes, listed as " + std::to_string(file_size_);
-        return false;
-      }
-      return true;
-    }
-    if (head.status == 200) {
-      // The server ignored Range: the body is the whole file; skip to our offset.
-      const std::string cl = head.header("content-length");
-      if (!cl.empty() && std::strtoull(cl.c_str(), nullptr, 10) != file_size_) {
-        mismatch_ = "200 body of " + cl + " bytes, listed as " + std::to_string(file_size_);
-        return false;
-      }
-      skip_ = start_;
-      return true;
-    }
-    mismatch_ = "unexpected status " + std::to_string(head.status);
-    return false;
-  }
-
-  std::span<std::byte> out_;
-  std::size_t* got_;
-  std::uint64_t start_;
-  std::uint64_t file_size_;
-  std::uint64_t skip_ = 0;
-  bool checked_ = false;
-  int status_ = 0;
-  std::string mismatch_;
-};
 
 class CurlHubClient final : public HubClient {
  public:
@@ -266,59 +157,41 @@ class CurlHubClient final : public HubClient {
     bool refreshed = false;
     auto attempt = [&]() -> Outcome {
       const std::size_t before = got;
-      auto cached = cached_url(key);
-      std::string url = cached.value_or(resolve_url);
-      for (int hop = 0; hop <= kMaxRedirects; ++hop) {
-        HttpRequest req;
-        req.url = url;
+      std::optional<RangeSink> sink;  // fresh per response
+      auto prepare = [&](HttpRequest& req, BodySink& body) {
         req.headers = {"Accept-Encoding: identity", "Range: bytes=" + std::to_string(offset + got) +
                                                         "-" +
                                                         std::to_string(offset + out.size() - 1)};
-        add_auth(req);
-        RangeSink sink(out, &got, offset + got, file.size);
-        BodySink body = [&sink](const HttpResponse& h, std::span<const std::byte> d) {
-          return sink(h, d);
+        sink.emplace(out, &got, offset + got, file.size);
+        body = [&sink](const HttpResponse& h, std::span<const std::byte> d) {
+          return (*sink)(h, d);
         };
-        stats_.requests++;
-        auto resp = transport_.perform(req, deadline, body, abandon);
-        if (!resp) {
-          stats_.bytes += resp.error().body_bytes;
-          return transfer_outcome(resp.error(), file.path);
-        }
-        stats_.bytes += resp->body_bytes;
-        const int status = resp->status;
-        if (is_redirect(status)) {
-          const std::string loc = resp->header("location");
-          if (loc.empty()) return fail(response_error(*resp, file.path));
-          url = resolve_reference(url, loc);
-          stats_.redirects++;
-          continue;
-        }
+      };
+      auto answer = [&](const std::string& url, const HttpResponse& resp) -> Next {
+        const int status = resp.status;
         if ((status == 401 || status == 403) && url != resolve_url && !refreshed) {
           // The signed URL expired or was revoked: forget it and resolve again, once.
           refreshed = true;
           forget_url(key);
           spdlog::debug("{}: signed URL refused ({}), resolving again", file.path, status);
-          url = resolve_url;
-          continue;
+          return resolve_url;
         }
-        if (status >= 200 && status < 300) {
-          if (!sink.mismatch().empty()) {
-            return retry(
-                make_error(HubErrorKind::kCorrupt, file.path + ": " + sink.mismatch(), status));
-          }
-          if (url != resolve_url) remember_url(key, url);
-          if (got == out.size()) return done();
-          // A short but well-formed answer: ask for the rest at once if it made progress.
-          if (got > before) return Outcome{Outcome::Kind::kProgress, {}, std::nullopt};
-          return retry(make_error(HubErrorKind::kCorrupt,
-                                  file.path + ": body ended after " + std::to_string(got) + " of " +
-                                      std::to_string(out.size()) + " bytes",
-                                  status));
+        if (status < 200 || status >= 300) return status_outcome(resp, file.path);
+        if (!sink->mismatch().empty()) {
+          return retry(
+              make_error(HubErrorKind::kCorrupt, file.path + ": " + sink->mismatch(), status));
         }
-        return status_outcome(*resp, file.path);
-      }
-      return fail(make_error(HubErrorKind::kBadResponse, file.path + ": too many redirects"));
+        if (url != resolve_url) remember_url(key, url);
+        if (got == out.size()) return done();
+        // A short but well-formed answer: ask for the rest at once if it made progress.
+        if (got > before) return Outcome{Outcome::Kind::kProgress, {}, std::nullopt};
+        return retry(make_error(HubErrorKind::kCorrupt,
+                                file.path + ": body ended after " + std::to_string(got) + " of " +
+                                    std::to_string(out.size()) + " bytes",
+                                status));
+      };
+      return exchange(cached_url(key).value_or(resolve_url), deadline, abandon, file.path, prepare,
+                      answer);
     };
     return run_with_retries(attempt, deadline, "read " + file.path);
   }
@@ -399,37 +272,60 @@ class CurlHubClient final : public HubClient {
     return !cancelled_;
   }
 
-  // GET an API URL (JSON), following redirects; the final 2xx response with its body.
+  // What to do with a response that is not a redirect: an outcome, or a URL to go to instead
+  // (a signed URL that was refused: resolve it again).
+  using Next = std::variant<Outcome, std::string>;
+
+  // One attempt of a call: the request `prepare` makes (headers, body sink) for each URL from
+  // `url` on, redirects followed by hand (add_auth: the token goes to the endpoint's origin
+  // only), and `answer` for the first response that is not a redirect.
+  template <class Prepare, class Answer>
+  Outcome exchange(std::string url, Deadline deadline, const CancelFlag* abandon,
+                   const std::string& what, Prepare&& prepare, Answer&& answer) {
+    for (int hop = 0; hop <= kMaxRedirects; ++hop) {
+      HttpRequest req;
+      req.url = url;
+      BodySink body;
+      prepare(req, body);
+      add_auth(req);
+      stats_.requests++;
+      auto resp = transport_.perform(req, deadline, body, abandon);
+      if (!resp) {
+        stats_.bytes += resp.error().body_bytes;
+        return transfer_outcome(resp.error(), what);
+      }
+      stats_.bytes += resp->body_bytes;
+      if (is_redirect(resp->status)) {
+        const std::string loc = resp->header("location");
+        if (loc.empty()) return fail(response_error(*resp, what));
+        url = resolve_reference(url, loc);
+        stats_.redirects++;
+        continue;
+      }
+      Next next = answer(url, *resp);
+      if (auto* o = std::get_if<Outcome>(&next)) return std::move(*o);
+      url = std::move(std::get<std::string>(next));
+    }
+    return fail(make_error(HubErrorKind::kBadResponse, what + ": too many redirects"));
+  }
+
+  // GET an API URL (JSON); the final 2xx response with its body.
   Expected<HttpResponse, HubError> api_get(const std::string& start_url, Deadline deadline) {
     HttpResponse result;
+    const std::string what = redact(start_url);
     auto attempt = [&]() -> Outcome {
-      std::string url = start_url;
-      for (int hop = 0; hop <= kMaxRedirects; ++hop) {
-        HttpRequest req;
-        req.url = url;
-        req.headers = {"Accept: application/json", "Accept-Encoding: identity"};
-        add_auth(req);
-        stats_.requests++;
-        auto resp = transport_.perform(req, deadline);
-        if (!resp) return transfer_outcome(resp.error(), redact(url));
-        stats_.bytes += resp->body_bytes;
-        if (is_redirect(resp->status)) {
-          const std::string loc = resp->header("location");
-          if (loc.empty()) return fail(response_error(*resp, redact(url)));
-          url = resolve_reference(url, loc);
-          stats_.redirects++;
-          continue;
-        }
-        if (resp->status >= 200 && resp->status < 300) {
-          result = std::move(resp).value();
-          return done();
-        }
-        return status_outcome(*resp, redact(url));
-      }
-      return fail(
-          make_error(HubErrorKind::kBadResponse, redact(start_url) + ": too many redirects"));
+      return exchange(
+          start_url, deadline, nullptr, what,
+          [](HttpRequest& req, BodySink&) {
+            req.headers = {"Accept: application/json", "Accept-Encoding: identity"};
+          },
+          [&](const std::string&, HttpResponse& resp) -> Next {
+            if (resp.status < 200 || resp.status >= 300) return status_outcome(resp, what);
+            result = std::move(resp);
+            return done();
+          });
     };
-    auto r = run_with_retries(attempt, deadline, "GET " + redact(start_url));
+    auto r = run_with_retries(attempt, deadline, "GET " + what);
     if (!r) return unexpected(std::move(r).error());
     return result;
   }
@@ -482,71 +378,7 @@ class CurlHubClient final : public HubClient {
   }
 
   HubError response_error(const HttpResponse& resp, const std::string& what) {
-    HubError e;
-    e.http_status = resp.status;
-    e.code = resp.header("x-error-code");
-    e.request_id = resp.header("x-request-id");
-    const std::string server_msg = resp.header("x-error-message");
-    const std::string said = server_msg.empty() ? "" : " (Hub: " + server_msg + ")";
-    const bool sent_token = tokens_.token().has_value();
-    switch (resp.status) {
-      case 401:
-        if (server_msg.find("Invalid credentials") != std::string::npos) {
-          e.kind = HubErrorKind::kUnauthorized;
-          e.message = what +
-                      ": the Hub refused the token (invalid or expired); check HF_TOKEN "
-                      "or the token file";
-        } else if (e.code == "GatedRepo") {
-          e.kind = HubErrorKind::kForbidden;
-          e.message = what +
-                      ": gated repository; request access on the Hub's website and use "
-                      "a token that has it" +
-                      said;
-        } else {
-          e.kind = HubErrorKind::kNotFound;
-          e.code = e.code.empty() ? "RepoNotFound" : e.code;
-          e.message = what + ": repository not found, or private and no token was sent";
-        }
-        break;
-      case 403:
-        e.kind = HubErrorKind::kForbidden;
-        e.message =
-            what +
-            (e.code == "GatedRepo" ? ": gated repository and this token has no access; request "
-                                     "access on the Hub's website"
-                                   : ": access denied") +
-            said;
-        break;
-      case 404:
-        e.kind = HubErrorKind::kNotFound;
-        if (e.code == "RevisionNotFound") {
-          e.message = what + ": revision not found" + said;
-        } else if (e.code == "EntryNotFound") {
-          e.message = what + ": no such file or folder at this commit";
-        } else {
-          e.message =
-              what +
-              (sent_token ? ": repository not found, or this token has no access" : ": not found") +
-              said;
-        }
-        break;
-      case 416:
-        e.kind = HubErrorKind::kCorrupt;
-        e.message = what + ": range not satisfiable; the file is shorter than listed";
-        break;
-      case 429:
-        e.kind = HubErrorKind::kRateLimited;
-        e.message = what + ": rate limited by the Hub" + said;
-        break;
-      case 408:
-        e.kind = HubErrorKind::kTimeout;
-        e.message = what + ": the server timed out the request";
-        break;
-      default:
-        e.kind = resp.status >= 500 ? HubErrorKind::kUnavailable : HubErrorKind::kBadResponse;
-        e.message = what + ": HTTP " + std::to_string(resp.status) + said;
-    }
-    return e;
+    return hub::response_error(resp, what, tokens_.token().has_value());
   }
 
   std::optional<std::string> cached_url(const std::string& key) {
@@ -602,55 +434,7 @@ class CurlHubClient final : public HubClient {
   bool cancelled_ = false;
 };
 
-bool valid_repo_part(std::string_view s) {
-  if (s.empty() || s.size() > 96) return false;
-  if (s.front() == '-' || s.front() == '.' || s.back() == '-' || s.back() == '.') return false;
-  if (s.find("--") != std::string_view::npos || s.find("..") != std::string_view::npos)
-    return false;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) == 0 && c != '_' && c != '.' && c != '-') return false;
-  }
-  return true;
-}
-
 }  // namespace
-
-Expected<RepoRef, std::string> parse_repo_ref(std::string_view text) {
-  RepoRef ref;
-  if (text.starts_with("datasets/")) {
-    text.remove_prefix(9);
-  } else if (text.starts_with("models/")) {
-    text.remove_prefix(7);
-    ref.type = RepoType::kModel;
-  }
-  const auto slash = text.find('/');
-  if (slash == std::string_view::npos || text.find('/', slash + 1) != std::string_view::npos ||
-      !valid_repo_part(text.substr(0, slash)) || !valid_repo_part(text.substr(slash + 1))) {
-    return unexpected("invalid repository id \"" + std::string(text) +
-                      "\": expected namespace/name (letters, digits, '_', '.', '-')");
-  }
-  ref.id = std::string(text);
-  return ref;
-}
-
-std::string resolve_endpoint(std::string_view option) {
-  std::string e(option);
-  if (e.empty()) {
-    const char* env = std::getenv("HF_ENDPOINT");
-    e = (env != nullptr && *env != '\0') ? env : "https://huggingface.co";
-  }
-  while (!e.empty() && e.back() == '/') e.pop_back();
-  return e;
-}
-
-std::string default_user_agent() {
-  std::string ua =
-      std::string("wheelhouse-fs/") + kVersion + "; libcurl/" + HttpTransport::curl_version();
-  if (const char* origin = std::getenv("HF_HUB_USER_AGENT_ORIGIN"); origin && *origin) {
-    ua += std::string("; origin/") + origin;
-  }
-  return ua;
-}
 
 std::unique_ptr<HubClient> make_hub_client(HubClientConfig config) {
   if (config.http.user_agent.empty()) config.http.user_agent = default_user_agent();

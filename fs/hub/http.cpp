@@ -310,6 +310,10 @@ Expected<HttpResponse, TransferError> HttpTransport::perform(const HttpRequest& 
                                                              const CancelFlag* abandon) {
   using std::chrono::duration_cast;
   using std::chrono::milliseconds;
+  if (req.method != "GET" && req.method != "POST" && req.method != "PUT") {
+    return unexpected(
+        TransferError{TransferError::Kind::kOther, "unsupported HTTP method " + req.method, 0});
+  }
   auto handle = acquire(deadline);
   if (!handle) {
     if (cancelled_)
@@ -363,9 +367,7 @@ Expected<HttpResponse, TransferError> HttpTransport::perform(const HttpRequest& 
   curl_easy_setopt(c, CURLOPT_CLOSESOCKETFUNCTION, on_close_socket);
   curl_easy_setopt(c, CURLOPT_CLOSESOCKETDATA, &handle->sockets);
   if (!config_.proxy.empty()) curl_easy_setopt(c, CURLOPT_PROXY, config_.proxy.c_str());
-  if (req.method == "HEAD") {
-    curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
-  } else if (req.method == "POST") {
+  if (req.method == "POST") {
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, req.post_body.c_str());
     curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(req.post_body.size()));
   } else if (req.method == "PUT") {

@@ -36,11 +36,11 @@ struct BodySource {
 };
 
 struct HttpRequest {
-  std::string method = "GET";  // GET, HEAD, POST or PUT
+  std::string method = "GET";  // GET, POST or PUT
   std::string url;
   std::vector<std::string> headers;  // "Name: value"
-  std::string post_body;
-  BodySource put_body;  // PUT only
+  std::string post_body;             // POST only
+  BodySource put_body;               // PUT only
 };
 
 // Response header names are stored lower case; the last value of a repeated header wins,

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "fs/common/fs_error.h"
+#include "fs/hub/http.h"
 
 namespace whfs::hub {
 
@@ -37,5 +38,10 @@ struct HubError {
 // cannot find is EIO, not ENOENT: the reader turns kNotFound into kIo, see
 // Filesystem::convert.)
 FsErr to_fs_error(const HubError& e);
+
+// The error an HTTP answer of the Hub stands for (401, 403, 404 with its X-Error-Code, 416,
+// 429, 5xx ...), in one sentence that starts with `what`; `sent_token` tells a private repo
+// from a missing one in the words.
+HubError response_error(const HttpResponse& resp, const std::string& what, bool sent_token);
 
 }  // namespace whfs::hub

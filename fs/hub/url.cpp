@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
+#include <cstdint>
+#include <ctime>
 
 #include "fs/common/percent.h"
 #include "fs/common/text.h"
@@ -156,6 +159,51 @@ std::string redact(std::string_view url) {
   const auto q = url.find_first_of("?#");
   if (q == std::string_view::npos) return std::string(url);
   return std::string(url.substr(0, q)) + "?<redacted>";
+}
+
+// The query value of `key` (raw, not decoded), or "".
+std::string query_value(std::string_view url, std::string_view key) {
+  const auto q = url.find('?');
+  if (q == std::string_view::npos) return {};
+  std::string_view rest = url.substr(q + 1);
+  while (!rest.empty()) {
+    auto amp = rest.find('&');
+    auto item = rest.substr(0, amp);
+    if (item.size() > key.size() && item.starts_with(key) && item[key.size()] == '=') {
+      return std::string(item.substr(key.size() + 1));
+    }
+    if (amp == std::string_view::npos) break;
+    rest = rest.substr(amp + 1);
+  }
+  return {};
+}
+
+// When a signed URL stops working, from X-Amz-Date + X-Amz-Expires or CloudFront's Expires.
+std::optional<std::time_t> signed_url_expiry(std::string_view url) {
+  // Decimal seconds that fit with room to add (a hostile or broken URL must not overflow).
+  auto seconds = [](const std::string& s) -> std::optional<std::int64_t> {
+    std::int64_t v = 0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (s.empty() || ec != std::errc() || end != s.data() + s.size() || v < 0 ||
+        v > (std::int64_t{1} << 40)) {
+      return std::nullopt;
+    }
+    return v;
+  };
+  const std::string amz_date = query_value(url, "X-Amz-Date");
+  const auto amz_expires = seconds(query_value(url, "X-Amz-Expires"));
+  if (amz_date.size() == 16 && amz_expires) {
+    std::tm tm{};
+    const char* end = strptime(amz_date.c_str(), "%Y%m%dT%H%M%SZ", &tm);
+    if (end != nullptr && *end == '\0') {
+      const std::time_t signed_at = timegm(&tm);
+      if (signed_at != static_cast<std::time_t>(-1)) return signed_at + *amz_expires;
+    }
+  }
+  if (const auto expires = seconds(query_value(url, "Expires"))) {
+    return static_cast<std::time_t>(*expires);
+  }
+  return std::nullopt;
 }
 
 }  // namespace whfs::hub

@@ -3,6 +3,7 @@
 // origins (scheme, host, port) for the token policy, relative-reference resolution for
 // redirects, and redaction of signed query strings before anything is logged.
 
+#include <ctime>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -37,5 +38,12 @@ std::string resolve_reference(std::string_view base, std::string_view ref);
 // The URL without its query and fragment ("...?<redacted>"), safe to log: signed CDN URLs
 // carry credentials in the query.
 std::string redact(std::string_view url);
+
+// The query value of `key` in a URL (raw, not decoded), or "".
+std::string query_value(std::string_view url, std::string_view key);
+
+// When a signed URL stops working, from X-Amz-Date + X-Amz-Expires (S3) or Expires
+// (CloudFront), in seconds since the epoch; nullopt when it does not say. Fuzzed.
+std::optional<std::time_t> signed_url_expiry(std::string_view url);
 
 }  // namespace whfs::hub

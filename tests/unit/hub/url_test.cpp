@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "fs/hub/range_sink.h"
+
 namespace whfs::hub {
 namespace {
 
@@ -53,6 +55,91 @@ TEST(Url, ResolveReference) {
 TEST(Url, RedactDropsTheQuery) {
   EXPECT_EQ(redact("http://cdn/x/abc?X-Amz-Signature=secret"), "http://cdn/x/abc?<redacted>");
   EXPECT_EQ(redact("http://hub/api/x"), "http://hub/api/x");
+}
+
+TEST(Url, SignedUrlExpiry) {
+  // S3: signed at 2026-11-30T12:00:00Z for an hour.
+  EXPECT_EQ(signed_url_expiry("https://s3/x?X-Amz-Date=20261130T120000Z&X-Amz-Expires=3600"),
+            std::optional<std::time_t>(1796040000 + 3600));
+  EXPECT_EQ(signed_url_expiry("https://cf/x?a=1&Expires=1796043600&Signature=s"),
+            std::optional<std::time_t>(1796043600));
+  EXPECT_EQ(signed_url_expiry("https://cdn/x"), std::nullopt);
+  // Garbage or numbers that would overflow say nothing rather than something wrong.
+  EXPECT_EQ(signed_url_expiry("https://s3/x?X-Amz-Date=20261130T120000Z&X-Amz-Expires=-5"),
+            std::nullopt);
+  EXPECT_EQ(signed_url_expiry("https://cf/x?Expires=99999999999999999999999"), std::nullopt);
+  EXPECT_EQ(signed_url_expiry("https://cf/x?Expires=12abc"), std::nullopt);
+  EXPECT_EQ(signed_url_expiry("https://s3/x?X-Amz-Date=2026113xT120000Z&X-Amz-Expires=60"),
+            std::nullopt);
+}
+
+TEST(Url, QueryValue) {
+  EXPECT_EQ(query_value("http://h/p?a=1&b=two", "b"), "two");
+  EXPECT_EQ(query_value("http://h/p?ab=1&b=2", "b"), "2");
+  EXPECT_EQ(query_value("http://h/p?a=1", "b"), "");
+  EXPECT_EQ(query_value("http://h/p", "a"), "");
+}
+
+TEST(ContentRangeTest, ParsesTheFormsAServerSends) {
+  auto r = parse_content_range("bytes 0-99/1234");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->first, 0u);
+  EXPECT_EQ(r->last, 99u);
+  EXPECT_EQ(r->total, std::optional<std::uint64_t>(1234));
+  r = parse_content_range("bytes 5-5/*");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->total, std::nullopt);
+  for (const char* bad : {"", "bytes", "bytes 9-3/10", "bytes 0-9/9", "bytes 0-9", "items 0-9/10",
+                          "bytes -9/10", "bytes 0-99999999999999999999999/*", "bytes 0-9/1x"}) {
+    EXPECT_EQ(parse_content_range(bad), std::nullopt) << bad;
+  }
+}
+
+TEST(RangeSinkTest, Takes206AtTheOffsetAndSkipsA200ToIt) {
+  std::vector<std::byte> out(4);
+  std::size_t got = 0;
+  HttpResponse head;
+  head.status = 206;
+  head.headers["content-range"] = "bytes 10-13/100";
+  const std::vector<std::byte> body{std::byte{1}, std::byte{2}, std::byte{3}, std::byte{4}};
+  RangeSink sink(out, &got, 10, 100);
+  EXPECT_TRUE(sink(head, body));
+  EXPECT_EQ(got, 4u);
+  EXPECT_EQ(out, body);
+  EXPECT_TRUE(sink.mismatch().empty());
+
+  // A 200 is the whole file: the sink skips to its offset and stops when full.
+  std::vector<std::byte> whole(100);
+  for (std::size_t i = 0; i < whole.size(); ++i) whole[i] = static_cast<std::byte>(i);
+  got = 0;
+  HttpResponse ok;
+  ok.status = 200;
+  ok.headers["content-length"] = "100";
+  RangeSink skip(out, &got, 10, 100);
+  EXPECT_FALSE(skip(ok, whole));  // full: the rest is not wanted
+  EXPECT_EQ(got, 4u);
+  EXPECT_EQ(out[0], std::byte{10});
+  EXPECT_TRUE(skip.mismatch().empty());
+}
+
+TEST(RangeSinkTest, RefusesWhatIsNotTheAskedRange) {
+  std::vector<std::byte> out(4);
+  const std::vector<std::byte> body(4);
+  auto refused = [&](int status, std::map<std::string, std::string> headers) {
+    std::size_t got = 0;
+    HttpResponse head;
+    head.status = status;
+    head.headers = std::move(headers);
+    RangeSink sink(out, &got, 10, 100);
+    const bool more = sink(head, body);
+    return !more && got == 0 && !sink.mismatch().empty();
+  };
+  EXPECT_TRUE(refused(206, {{"content-range", "bytes 0-3/100"}}));    // wrong offset
+  EXPECT_TRUE(refused(206, {{"content-range", "bytes 10-13/200"}}));  // another size
+  EXPECT_TRUE(refused(206, {}));                                      // no Content-Range
+  EXPECT_TRUE(refused(200, {{"content-length", "99"}}));              // another size
+  EXPECT_TRUE(refused(206, {{"content-range", "bytes 10-13/100"}, {"content-encoding", "gzip"}}));
+  EXPECT_TRUE(refused(302, {}));
 }
 
 }  // namespace
