@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "fs/common/hash.h"
+#include "fs/index/record.h"
 #include "fs/index/zip.h"
 #include "fs/target/wheel_name.h"
 
@@ -105,17 +106,11 @@ std::string served_metadata(std::string_view metadata) {
 }
 
 std::optional<std::string> record_sha256(std::string_view record, std::string_view member) {
-  while (!record.empty()) {
-    const auto nl = record.find('\n');
-    std::string_view line = record.substr(0, nl);
-    record = nl == std::string_view::npos ? std::string_view() : record.substr(nl + 1);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    // RECORD is CSV; a name with a comma is quoted, which no dist-info file name needs.
-    const auto c1 = line.find(',');
-    if (c1 == std::string_view::npos || line.substr(0, c1) != member) continue;
-    const auto c2 = line.find(',', c1 + 1);
-    const std::string_view hash =
-        line.substr(c1 + 1, c2 == std::string_view::npos ? c2 : c2 - c1 - 1);
+  const auto lines = parse_record(record);
+  if (!lines) return std::nullopt;  // a malformed RECORD vouches for nothing
+  for (const auto& line : *lines) {
+    if (line.path != member) continue;
+    const std::string_view hash = line.hash;
     if (!hash.starts_with("sha256=")) return std::nullopt;
     const auto raw = b64url_decode(hash.substr(7));
     if (!raw || raw->size() != 32) return std::nullopt;

@@ -44,8 +44,9 @@ std::string requires_python_of(std::string_view metadata);
 // wheel's, byte for byte. Pure.
 std::string served_metadata(std::string_view metadata);
 
-// The sha256 RECORD lists for `member` ("name,sha256=<urlsafe base64>,size"), as hex; nullopt
-// when RECORD has no such line or no sha256 for it. Pure.
+// The sha256 RECORD lists for `member` ("name,sha256=<urlsafe base64>,size", CSV: a quoted
+// name may hold commas), as hex; nullopt when RECORD is malformed (parse_record, record.h), has
+// no line for `member` or no sha256 on its line. Pure.
 std::optional<std::string> record_sha256(std::string_view record, std::string_view member);
 
 struct WheelMetadataStats {

@@ -16,13 +16,14 @@
 #include <vector>
 
 #include "fs/common/hash.h"
+#include "fs/index/record.h"
 #include "fs/index/zip.h"
 #include "fs/publish/base64.h"
-#include "fs/publish/record.h"
 
 namespace whfs::publish {
 namespace {
 
+using index::RecordLine;
 using index::ZipEntry;
 
 constexpr std::size_t kChunk = 1 << 20;
@@ -248,7 +249,7 @@ bool unhashed_allowed(std::string_view member, std::string_view record_name) {
 // Every member is in RECORD with the sha256 of its bytes, and RECORD lists nothing else.
 Expected<void, std::string> check_record(const LocalFile& f, const std::vector<ZipEntry>& entries,
                                          const std::string& record_name, std::string_view text) {
-  auto lines = parse_record(text);
+  auto lines = index::parse_record(text);
   if (!lines) return unexpected(lines.error());
   std::map<std::string, const RecordLine*> by_path;
   for (const auto& l : *lines) by_path[l.path] = &l;

@@ -6,7 +6,6 @@
 #include <nlohmann/json.hpp>
 
 #include "fs/publish/base64.h"
-#include "fs/publish/record.h"
 
 namespace whfs::publish {
 namespace {
@@ -35,23 +34,6 @@ TEST(Base64, StandardAndUrlSafe) {
   EXPECT_EQ(base64(std::string_view("\xfb\xff\xbf", 3)), "+/+/");
   const std::string raw("\xfb\xff\xbf\x01", 4);
   EXPECT_EQ(base64url_nopad(std::as_bytes(std::span(raw.data(), raw.size()))), "-_-_AQ");
-}
-
-TEST(Record, CsvLinesWithQuotesAndEmptyFields) {
-  auto r = parse_record(
-      "a/b.py,sha256=xyz,12\r\n\"we,ird\"\"name\",sha256=q,3\n\npkg.dist-info/RECORD,,\n");
-  ASSERT_TRUE(r) << r.error();
-  ASSERT_EQ(r->size(), 3u);
-  EXPECT_EQ((*r)[0].path, "a/b.py");
-  EXPECT_EQ((*r)[0].hash, "sha256=xyz");
-  EXPECT_EQ((*r)[0].size, 12u);
-  EXPECT_EQ((*r)[1].path, "we,ird\"name");
-  EXPECT_EQ((*r)[2].hash, "");
-  EXPECT_EQ((*r)[2].size, std::nullopt);
-  EXPECT_EQ(parse_record("a,b,c,d\n").error(), "RECORD line 1 has more than three fields");
-  EXPECT_EQ(parse_record("x,y,1\n\"a,b\n").error(), "RECORD line 2 has an unterminated quote");
-  EXPECT_EQ(parse_record("a,sha256=x,12k\n").error(),
-            "RECORD line 1: size \"12k\" is not a number");
 }
 
 TEST(WriteApi, PreuploadSendsPathSizeAndSample) {

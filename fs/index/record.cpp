@@ -1,8 +1,8 @@
-#include "fs/publish/record.h"
+#include "fs/index/record.h"
 
 #include <charconv>
 
-namespace whfs::publish {
+namespace whfs::index {
 namespace {
 
 // The fields of one CSV line ("a,"b,c",d"); nullopt when a quote is not closed.
@@ -65,4 +65,4 @@ Expected<std::vector<RecordLine>, std::string> parse_record(std::string_view tex
   return out;
 }
 
-}  // namespace whfs::publish
+}  // namespace whfs::index

@@ -1,8 +1,8 @@
 #pragma once
 // A wheel's RECORD (PEP 376 / PEP 427): one CSV line per file of the wheel, "path,hash,size",
 // the hash as "sha256=<urlsafe base64, no padding>"; RECORD's own line (and signature files')
-// leaves hash and size empty. fs/index's record_sha256 looks one member up; publishing checks
-// every member, so the whole file is parsed once here, with CSV quoting.
+// leaves hash and size empty. Parsed whole, with CSV quoting, for both readers: fs/index's
+// record_sha256 looks one member up, publishing (fs/publish) checks every member. Pure.
 
 #include <cstdint>
 #include <optional>
@@ -12,7 +12,7 @@
 
 #include "fs/common/expected.h"
 
-namespace whfs::publish {
+namespace whfs::index {
 
 struct RecordLine {
   std::string path;
@@ -24,4 +24,4 @@ struct RecordLine {
 // quote, more than three fields, a size that is not a number).
 Expected<std::vector<RecordLine>, std::string> parse_record(std::string_view text);
 
-}  // namespace whfs::publish
+}  // namespace whfs::index
