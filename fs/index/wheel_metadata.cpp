@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "fs/common/base64.h"
 #include "fs/common/hash.h"
 #include "fs/index/record.h"
 #include "fs/index/zip.h"
@@ -18,40 +19,6 @@ constexpr std::size_t kMaxRemembered = 8192;
 
 std::span<const std::byte> bytes_of(std::string_view s) {
   return std::as_bytes(std::span<const char>(s.data(), s.size()));
-}
-
-// urlsafe base64 without padding -> bytes; nullopt when malformed.
-std::optional<std::string> b64url_decode(std::string_view in) {
-  std::string out;
-  std::uint32_t acc = 0;
-  int bits = 0;
-  for (char c : in) {
-    int v = -1;
-    if (c >= 'A' && c <= 'Z') v = c - 'A';
-    if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
-    if (c >= '0' && c <= '9') v = c - '0' + 52;
-    if (c == '-' || c == '+') v = 62;
-    if (c == '_' || c == '/') v = 63;
-    if (c == '=') break;
-    if (v < 0) return std::nullopt;
-    acc = acc << 6 | static_cast<std::uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((acc >> bits) & 0xff));
-    }
-  }
-  return out;
-}
-
-std::string hex_of(std::string_view raw) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : raw) {
-    out.push_back(kHex[c >> 4]);
-    out.push_back(kHex[c & 15]);
-  }
-  return out;
 }
 
 }  // namespace
@@ -112,9 +79,9 @@ std::optional<std::string> record_sha256(std::string_view record, std::string_vi
     if (line.path != member) continue;
     const std::string_view hash = line.hash;
     if (!hash.starts_with("sha256=")) return std::nullopt;
-    const auto raw = b64url_decode(hash.substr(7));
+    const auto raw = base64url_decode(hash.substr(7));
     if (!raw || raw->size() != 32) return std::nullopt;
-    return hex_of(*raw);
+    return to_hex(*raw);
   }
   return std::nullopt;
 }

@@ -15,10 +15,10 @@
 #include <utility>
 #include <vector>
 
+#include "fs/common/base64.h"
 #include "fs/common/hash.h"
 #include "fs/index/record.h"
 #include "fs/index/zip.h"
-#include "fs/publish/base64.h"
 
 namespace whfs::publish {
 namespace {

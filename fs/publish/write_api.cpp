@@ -4,8 +4,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "fs/common/base64.h"
 #include "fs/common/hash.h"
-#include "fs/publish/base64.h"
 
 namespace whfs::publish {
 namespace {

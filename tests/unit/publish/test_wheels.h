@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "fs/common/base64.h"
 #include "fs/common/hash.h"
-#include "fs/publish/base64.h"
 
 namespace whfs::publish::test {
 

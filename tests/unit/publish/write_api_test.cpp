@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "fs/publish/base64.h"
+#include "fs/common/base64.h"
 
 namespace whfs::publish {
 namespace {
@@ -24,16 +24,6 @@ std::vector<json> lines(const std::string& ndjson) {
     at = nl + 1;
   }
   return out;
-}
-
-TEST(Base64, StandardAndUrlSafe) {
-  EXPECT_EQ(base64(std::string_view("")), "");
-  EXPECT_EQ(base64(std::string_view("f")), "Zg==");
-  EXPECT_EQ(base64(std::string_view("fo")), "Zm8=");
-  EXPECT_EQ(base64(std::string_view("foo")), "Zm9v");
-  EXPECT_EQ(base64(std::string_view("\xfb\xff\xbf", 3)), "+/+/");
-  const std::string raw("\xfb\xff\xbf\x01", 4);
-  EXPECT_EQ(base64url_nopad(std::as_bytes(std::span(raw.data(), raw.size()))), "-_-_AQ");
 }
 
 TEST(WriteApi, PreuploadSendsPathSizeAndSample) {
