@@ -6,6 +6,7 @@
 
 #include "fs/common/base64.h"
 #include "fs/common/hash.h"
+#include "fs/common/text.h"
 #include "fs/index/record.h"
 #include "fs/index/zip.h"
 #include "fs/target/wheel_name.h"
@@ -21,27 +22,38 @@ std::span<const std::byte> bytes_of(std::string_view s) {
   return std::as_bytes(std::span<const char>(s.data(), s.size()));
 }
 
+// `s` without spaces and tabs at either end.
+std::string_view trim_blanks(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// The value of the header `line` (its line end removed) when its name is `key` (in lower
+// case), trimmed of spaces and tabs; nullopt when it is another header or none.
+std::optional<std::string_view> header_value(std::string_view line, std::string_view key) {
+  const auto colon = line.find(':');
+  if (colon != key.size() || lower(line.substr(0, colon)) != key) return std::nullopt;
+  return trim_blanks(line.substr(colon + 1));
+}
+
 }  // namespace
 
-std::string requires_python_of(std::string_view metadata) {
-  while (!metadata.empty()) {
-    const auto nl = metadata.find('\n');
-    std::string_view line = metadata.substr(0, nl);
-    metadata = nl == std::string_view::npos ? std::string_view() : metadata.substr(nl + 1);
+std::optional<std::string> metadata_header(std::string_view text, std::string_view name) {
+  const std::string key = lower(name);
+  while (!text.empty()) {
+    const auto nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.empty()) break;  // the body starts
-    constexpr std::string_view kKey = "requires-python:";
-    if (line.size() >= kKey.size() &&
-        std::equal(kKey.begin(), kKey.end(), line.begin(), [](char a, char b) {
-          return a == std::tolower(static_cast<unsigned char>(b));
-        })) {
-      std::string_view v = line.substr(kKey.size());
-      while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
-      while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
-      return std::string(v);
-    }
+    if (const auto value = header_value(line, key)) return std::string(*value);
   }
-  return "";
+  return std::nullopt;
+}
+
+std::string requires_python_of(std::string_view metadata) {
+  return metadata_header(metadata, "Requires-Python").value_or("");
 }
 
 std::string served_metadata(std::string_view metadata) {
@@ -56,17 +68,12 @@ std::string served_metadata(std::string_view metadata) {
     std::string_view bare = line;
     while (!bare.empty() && (bare.back() == '\n' || bare.back() == '\r')) bare.remove_suffix(1);
     if (headers && bare.empty()) headers = false;
-    const bool name = headers && bare.size() >= 5 &&
-                      (bare.substr(0, 5) == "Name:" || bare.substr(0, 5) == "name:");
-    if (!name) {
+    const auto value = headers ? header_value(bare, "name") : std::nullopt;
+    if (!value) {
       out.append(line);
       continue;
     }
-    std::string_view value = bare.substr(5);
-    while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
-      value.remove_prefix(1);
-    while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
-    out.append(bare.substr(0, 5)).append(" ").append(target::normalize_project_name(value));
+    out.append(bare.substr(0, 5)).append(" ").append(target::normalize_project_name(*value));
     out.append(line.substr(bare.size()));  // the line's own ending
   }
   return out;

@@ -1,7 +1,8 @@
 #include "fs/publish/local_version.h"
 
-#include <cctype>
 #include <string>
+
+#include "fs/common/text.h"
 
 namespace whfs::publish {
 namespace {
@@ -66,8 +67,7 @@ LocalBuild parse_local_build(std::string_view version) {
   LocalBuild b;
   const auto plus = version.find('+');
   if (plus == std::string_view::npos) return b;
-  std::string local(version.substr(plus + 1));
-  for (auto& c : local) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string local = lower(version.substr(plus + 1));
   const std::string_view s(local);
   for (std::size_t i = 0; i < s.size(); ++i) {
     if (i > 0 && is_letter(s[i - 1])) continue;  // only where a word starts

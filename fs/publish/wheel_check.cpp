@@ -6,7 +6,6 @@
 #include <zlib.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <map>
 #include <optional>
@@ -18,6 +17,7 @@
 #include "fs/common/base64.h"
 #include "fs/common/hash.h"
 #include "fs/index/record.h"
+#include "fs/index/wheel_metadata.h"
 #include "fs/index/zip.h"
 
 namespace whfs::publish {
@@ -178,30 +178,6 @@ Expected<std::string, std::string> member_digest(const LocalFile& f, const ZipEn
   return "sha256=" + base64url_nopad(std::as_bytes(std::span(digest)));
 }
 
-// The value of an RFC 822 header of METADATA (before the first empty line); nullopt if absent.
-std::optional<std::string> header(std::string_view text, std::string_view name) {
-  while (!text.empty()) {
-    const auto nl = text.find('\n');
-    std::string_view line = text.substr(0, nl);
-    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (line.empty()) break;
-    const auto colon = line.find(':');
-    if (colon == std::string_view::npos || colon != name.size()) continue;
-    if (!std::equal(name.begin(), name.end(), line.begin(), [](char a, char b) {
-          return std::tolower(static_cast<unsigned char>(a)) ==
-                 std::tolower(static_cast<unsigned char>(b));
-        })) {
-      continue;
-    }
-    std::string_view v = line.substr(colon + 1);
-    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
-    while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
-    return std::string(v);
-  }
-  return std::nullopt;
-}
-
 // The wheel's dist-info folder must be <name>-<version>.dist-info of its file name.
 Expected<void, std::string> check_dist_info(const target::WheelName& w, const ZipEntry& metadata) {
   const std::string dir = metadata.name.substr(0, metadata.name.find('/'));
@@ -218,8 +194,8 @@ Expected<void, std::string> check_dist_info(const target::WheelName& w, const Zi
 }
 
 Expected<void, std::string> check_metadata(const target::WheelName& w, std::string_view text) {
-  const auto name = header(text, "Name");
-  const auto version = header(text, "Version");
+  const auto name = index::metadata_header(text, "Name");
+  const auto version = index::metadata_header(text, "Version");
   if (!name || !version) return unexpected(std::string("its METADATA has no Name or no Version"));
   if (target::normalize_project_name(*name) != target::normalize_project_name(w.distribution)) {
     return unexpected("its METADATA names the project " + *name + ", its file name " +
@@ -232,7 +208,7 @@ Expected<void, std::string> check_metadata(const target::WheelName& w, std::stri
 }
 
 Expected<void, std::string> check_wheel_file(std::string_view text) {
-  const auto v = header(text, "Wheel-Version");
+  const auto v = index::metadata_header(text, "Wheel-Version");
   if (!v) return unexpected(std::string("its WHEEL file has no Wheel-Version"));
   if (!v->starts_with("1.")) {
     return unexpected("its WHEEL file has Wheel-Version " + *v + " (installers read 1.x)");

@@ -185,6 +185,27 @@ TEST(Zip, TheWheelsOwnDistInfo) {
   EXPECT_EQ(find_dist_info_file(entries, "RECORD"), nullptr);
 }
 
+TEST(WheelMetadata, Headers) {
+  const std::string text =
+      "Wheel-Version: 1.0\r\nGenerator: bdist_wheel (0.45.1)\r\nRoot-Is-Purelib: false\r\n"
+      "Tag: cp312-cp312-linux_x86_64\r\nTag: cp312-cp312-manylinux_2_28_x86_64\r\n"
+      "Home-page: https://example.org/x\r\nSummary:\r\nName-Like: no\r\nVersion : no\r\n"
+      "Padded: \t 1.0 \t\r\n\r\nBody: not a header\r\n";
+  EXPECT_EQ(metadata_header(text, "Wheel-Version"), "1.0");  // no CR left
+  EXPECT_EQ(metadata_header(text, "wheel-version"), "1.0");
+  EXPECT_EQ(metadata_header(text, "ROOT-IS-PURELIB"), "false");
+  EXPECT_EQ(metadata_header(text, "Tag"), "cp312-cp312-linux_x86_64");  // the first
+  EXPECT_EQ(metadata_header(text, "Home-page"), "https://example.org/x");
+  EXPECT_EQ(metadata_header(text, "Summary"), "");  // present, empty
+  EXPECT_EQ(metadata_header(text, "Padded"), "1.0");
+  EXPECT_EQ(metadata_header(text, "Name"), std::nullopt);     // "Name-Like" is another header
+  EXPECT_EQ(metadata_header(text, "Version"), std::nullopt);  // "Version :" is no header
+  EXPECT_EQ(metadata_header(text, "Body"), std::nullopt);     // after the empty line
+  EXPECT_EQ(metadata_header("A: 1\n\nB: 2\n", "B"), std::nullopt);
+  EXPECT_EQ(metadata_header("Name: x", "Name"), "x");  // no line end at all
+  EXPECT_EQ(metadata_header("", "Name"), std::nullopt);
+}
+
 TEST(WheelMetadata, HeadersRecordAndWhatIsServed) {
   EXPECT_EQ(requires_python_of(kMetadata), ">=3.9");
   EXPECT_EQ(requires_python_of("Name: x\nrequires-python:  >=3.10 ,<4 \r\n"), ">=3.10 ,<4");
@@ -204,6 +225,9 @@ TEST(WheelMetadata, HeadersRecordAndWhatIsServed) {
             "Requires-Python: >=3.9\n\nThe long description.\nName: not a header\n");
   EXPECT_EQ(served_metadata("Name:Flash.Attn\r\nVersion: 1\r\n"),
             "Name: flash-attn\r\nVersion: 1\r\n");
+  // Header names are case-insensitive (pip reads METADATA with Python's email parser).
+  EXPECT_EQ(served_metadata("NAME: Flash_Attn\nName-Suffix: A_B\n"),
+            "NAME: flash-attn\nName-Suffix: A_B\n");
 }
 
 }  // namespace
