@@ -48,44 +48,42 @@ Res<Env> Env::open(const std::string& dir, const Config& config) {
   if (int rc = mdb_env_open(raw, dir.c_str(), config.flags, config.mode); rc != 0) {
     return fail(rc, "mdb_env_open");
   }
+  env.learn_sizes();
   return env;
+}
+
+void Env::learn_sizes() {
+  MDB_stat st{};
+  mdb_env_stat(env_, &st);
+  page_size_ = st.ms_psize;
+  MDB_envinfo info{};
+  mdb_env_info(env_, &info);
+  map_size_.store(info.me_mapsize, std::memory_order_relaxed);
 }
 
 Env::~Env() {
   if (env_ != nullptr) mdb_env_close(env_);
 }
 
-Env::Env(Env&& other) noexcept : env_(std::exchange(other.env_, nullptr)) {}
+Env::Env(Env&& other) noexcept
+    : env_(std::exchange(other.env_, nullptr)),
+      page_size_(other.page_size_),
+      map_size_(other.map_size_.load()) {}
 
 Env& Env::operator=(Env&& other) noexcept {
   if (this != &other) {
     if (env_ != nullptr) mdb_env_close(env_);
     env_ = std::exchange(other.env_, nullptr);
+    page_size_ = other.page_size_;
+    map_size_.store(other.map_size_.load());
   }
   return *this;
 }
 
 Res<void> Env::set_map_size(std::size_t bytes) {
   if (int rc = mdb_env_set_mapsize(env_, bytes); rc != 0) return fail(rc, "mdb_env_set_mapsize");
+  learn_sizes();  // LMDB may have rounded it up to the pages in use
   return {};
-}
-
-std::size_t Env::map_size() const {
-  MDB_envinfo info{};
-  mdb_env_info(env_, &info);
-  return info.me_mapsize;
-}
-
-std::size_t Env::page_size() const {
-  MDB_stat st{};
-  mdb_env_stat(env_, &st);
-  return st.ms_psize;
-}
-
-std::size_t Env::used_bytes() const {
-  MDB_envinfo info{};
-  mdb_env_info(env_, &info);
-  return (info.me_last_pgno + 1) * page_size();
 }
 
 Res<void> Env::sync(bool force) {

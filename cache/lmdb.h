@@ -11,6 +11,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -76,21 +77,27 @@ class Env {
   MDB_env* get() const { return env_; }
   explicit operator bool() const { return env_ != nullptr; }
 
-  // Only while no txn of this process is active. 0 adopts the size recorded in the store
-  // (what another process grew it to).
+  // Only while no txn of this process is active, and no other thread touches the map: LMDB
+  // unmaps and maps it again. 0 adopts the size recorded in the store (what another process
+  // grew it to).
   Res<void> set_map_size(std::size_t bytes);
-  std::size_t map_size() const;
-  std::size_t page_size() const;
-  // Bytes from the start of the data file to the end of its last used page.
-  std::size_t used_bytes() const;
+  // Both kept here rather than asked of LMDB: mdb_env_info and mdb_env_stat read the meta
+  // pages inside the map, which set_map_size may be unmapping in another thread (a crash
+  // seen under load). The page size never changes; the map size changes only here.
+  std::size_t map_size() const { return map_size_.load(std::memory_order_relaxed); }
+  std::size_t page_size() const { return page_size_; }
   Res<void> sync(bool force);
   // Clears reader slots of dead processes; returns how many.
   int reader_check() const;
+  // A compacted copy of the store into `dir` (tests/unit/cache's golden fixture).
   Res<void> copy_compact(const std::string& dir) const;
 
  private:
   explicit Env(MDB_env* env) : env_(env) {}
+  void learn_sizes();  // from LMDB, while no other thread can use this env
   MDB_env* env_ = nullptr;
+  std::size_t page_size_ = 0;
+  std::atomic<std::size_t> map_size_{0};
 };
 
 class Txn {

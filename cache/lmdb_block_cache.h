@@ -227,8 +227,9 @@ class LmdbBlockCache final : public BlockCache {
   // Lock order, complete (a lock is only ever taken after the ones left of it):
   //   a RunningHash's mu -> map_mutex_ (shared, for the read txn that hashes stored blocks)
   //   a RunningHash's mu -> hashes_mu_ (forget_hash)
-  //   map_mutex_ (shared for every txn, exclusive to remap) -> the session's OFD locks (writer,
-  //     reader table) -> LMDB's writer lock -> pins_mu_ -> a PendingShard's mu
+  //   map_mutex_ (shared for every txn and every LMDB call that reads the map, exclusive to
+  //     remap; lmdb::Env keeps the page and map sizes so that asking needs none) -> the session's
+  //     OFD locks (writer, reader table) -> LMDB's writer lock -> pins_mu_ -> a PendingShard's mu
   // hashes_mu_, pins_mu_ and a PendingShard's mu are leaves: nothing is locked while they are
   // held, and none is held across an LMDB call that may block.
   std::shared_mutex map_mutex_;

@@ -285,6 +285,7 @@ Result<void> LmdbBlockCache::flush() {
   if (read_only_) return {};
   return guarded("cache flush", [&]() -> Result<void> {
     if (auto ok = write(0, [](WriteScope&) -> lmdb::Res<void> { return {}; }); !ok) return ok;
+    std::shared_lock lk(map_mutex_);  // (msync would touch the map; fdatasync does not)
     if (auto ok = env_.sync(true); !ok) return Unexpected<CacheError>{to_error(ok.error())};
     return {};
   });
