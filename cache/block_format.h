@@ -29,6 +29,13 @@ inline void store_le64(std::byte* p, std::uint64_t v) {
   for (int i = 0; i < 8; ++i) p[i] = static_cast<std::byte>(v >> (8 * i) & 0xff);
 }
 
+// The payload of a stored block value, its checksum not checked: for passes whose every byte a
+// whole-content hash covers anyway.
+inline std::optional<std::span<const std::byte>> unchecked_payload(lmdb::Bytes value) {
+  if (value.size() < BlockGeometry::kChecksumSize) return std::nullopt;
+  return value.subspan(BlockGeometry::kChecksumSize);
+}
+
 // The payload of a stored block value when its checksum holds.
 inline std::optional<std::span<const std::byte>> checked_payload(lmdb::Bytes key,
                                                                  lmdb::Bytes value) {

@@ -56,7 +56,8 @@ void LmdbBlockCache::advance_hash(const ContentId& id, std::uint64_t content_siz
       if (!e) return Unexpected<lmdb::Error>{e.error()};
       const auto index = *e ? block_index_in((*e)->key, prefix.bytes()) : std::nullopt;
       if (!index || *index != h->next) break;
-      const auto payload = checked_payload((*e)->key, (*e)->value);
+      // No block checksum: the content's hash covers these bytes (as in hash_content).
+      const auto payload = unchecked_payload((*e)->value);
       if (!payload || payload->size() != geometry_.block_length(content_size, h->next)) break;
       h->hasher->update(*payload);
       ++h->next;
