@@ -130,8 +130,10 @@ Expected<void, FsErr> Filesystem::read(FileHandle& fh, std::uint64_t offset, std
   auto r = reader_.read(*fh.remote, offset, size, wait, reply);
   if (!r) {
     FsErr e = convert(r.error());
-    spdlog::error("read {} at {} (+{}): {}", fh.remote->content().path, offset, size,
-                  r.error().message);
+    // Once per cause: a failed download is logged by the fetcher, not by each read it failed.
+    spdlog::log(r.error().logged ? spdlog::level::debug : spdlog::level::err,
+                "read {} at {} (+{}): {}", fh.remote->content().path, offset, size,
+                r.error().message);
     return unexpected(e);
   }
   return {};

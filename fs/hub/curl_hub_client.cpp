@@ -144,7 +144,7 @@ class CurlHubClient final : public HubClient {
   using HubClient::read_range;
   Expected<void, HubError> read_range(const FileRef& file, std::uint64_t offset,
                                       std::span<std::byte> out, Deadline deadline,
-                                      const CancelFlag* abandon) override {
+                                      const CancelFlag* abandon, const FillFn* on_fill) override {
     if (out.empty()) return {};
     if (offset + out.size() > file.size) {
       return unexpected(
@@ -163,8 +163,11 @@ class CurlHubClient final : public HubClient {
                                                         "-" +
                                                         std::to_string(offset + out.size() - 1)};
         sink.emplace(out, &got, offset + got, file.size);
-        body = [&sink](const HttpResponse& h, std::span<const std::byte> d) {
-          return (*sink)(h, d);
+        body = [&sink, &got, on_fill](const HttpResponse& h, std::span<const std::byte> d) {
+          const std::size_t had = got;
+          const bool more = (*sink)(h, d);
+          if (on_fill != nullptr && got > had) (*on_fill)(got);
+          return more;
         };
       };
       auto answer = [&](const std::string& url, const HttpResponse& resp) -> Next {

@@ -16,6 +16,7 @@
 
 #include "fs/common/cancel.h"
 #include "fs/common/expected.h"
+#include "fs/common/function_ref.h"
 #include "fs/common/remote_entry.h"
 #include "fs/hub/http.h"
 #include "fs/hub/hub_error.h"
@@ -72,16 +73,26 @@ class HubClient {
                                                                    Deadline deadline,
                                                                    std::size_t max_pages = 0) = 0;
 
+  // Told how many bytes at the front of `out` hold the file's bytes so far (it only grows, also
+  // across retries): a caller can store them while they are still in the CPU's cache.
+  using FillFn = FunctionRef<void(std::size_t filled)>;
+
   // Fills `out` with the file's bytes from `offset` (out.size() bytes, which must not pass the
-  // end of the file). All of them or an error: a short or wrong body never counts as data.
-  // `abandon` (may be null): raised when nobody wants the bytes any more; the call then ends
-  // at once with kCancelled, its connection dropped.
+  // end of the file). All of them or an error: a short or wrong body never counts as data
+  // (though `on_fill`, when given, has seen its well-formed front: bytes still to be verified,
+  // as every byte is). `abandon` (may be null): raised when nobody wants the bytes any more;
+  // the call then ends at once with kCancelled, its connection dropped.
   virtual Expected<void, HubError> read_range(const FileRef& file, std::uint64_t offset,
                                               std::span<std::byte> out, Deadline deadline,
-                                              const CancelFlag* abandon) = 0;
+                                              const CancelFlag* abandon, const FillFn* on_fill) = 0;
+  Expected<void, HubError> read_range(const FileRef& file, std::uint64_t offset,
+                                      std::span<std::byte> out, Deadline deadline,
+                                      const CancelFlag* abandon) {
+    return read_range(file, offset, out, deadline, abandon, nullptr);
+  }
   Expected<void, HubError> read_range(const FileRef& file, std::uint64_t offset,
                                       std::span<std::byte> out, Deadline deadline) {
-    return read_range(file, offset, out, deadline, nullptr);
+    return read_range(file, offset, out, deadline, nullptr, nullptr);
   }
 
   virtual const HubStats& stats() const = 0;

@@ -21,7 +21,8 @@ Expected<std::vector<RemoteEntry>, HubError> OfflineHub::list_folder(std::string
 }
 
 Expected<void, HubError> OfflineHub::read_range(const FileRef& file, std::uint64_t,
-                                                std::span<std::byte>, Deadline, const CancelFlag*) {
+                                                std::span<std::byte>, Deadline, const CancelFlag*,
+                                                const FillFn*) {
   return unexpected(offline_error(file.path));
 }
 

@@ -17,7 +17,7 @@ class OfflineHub final : public HubClient {
   using HubClient::read_range;
   Expected<void, HubError> read_range(const FileRef& file, std::uint64_t offset,
                                       std::span<std::byte> out, Deadline deadline,
-                                      const CancelFlag* abandon) override;
+                                      const CancelFlag* abandon, const FillFn* on_fill) override;
   const HubStats& stats() const override { return stats_; }
   void cancel() override {}
   bool offline() const override { return true; }

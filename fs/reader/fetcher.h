@@ -50,6 +50,9 @@ struct ReadError {
   enum class Kind { kIo, kTimedOut, kCorrupt, kAccess, kNotFound, kCancelled };
   Kind kind = Kind::kIo;
   std::string message;
+  // The fetcher has logged its cause (a failed download, a corrupt content) once: every read
+  // that waited on it need not log it again.
+  bool logged = false;
 };
 
 enum class Serving {
@@ -117,6 +120,8 @@ struct FetcherStats {
 
 class Fetcher {
  public:
+  // A download is stored in puts of at least this many bytes (whole blocks) as they arrive.
+  static constexpr std::uint64_t kStreamPutBytes = 512 << 10;
   Fetcher(cache::BlockStore& store, hub::HubClient& hub, FetcherConfig config);
   ~Fetcher();
   Fetcher(const Fetcher&) = delete;
@@ -216,11 +221,12 @@ class Fetcher {
   // `abandon` (may be null) ends a download nobody waits for any more.
   Expected<Stored, ReadError> download(const FileContent& c, BlockRange r, Deadline deadline,
                                        const CancelFlag* abandon);
-  // One ranged GET into `buf`, counted.
+  // One ranged GET into `buf`, counted; `on_fill` as HubClient::read_range's.
   Expected<void, ReadError> get_range(const FileContent& c, std::uint64_t offset,
                                       std::span<std::byte> buf, Deadline deadline,
-                                      const CancelFlag* abandon);
-  // One ranged GET into this worker's buffer, then into the cache.
+                                      const CancelFlag* abandon,
+                                      const hub::HubClient::FillFn* on_fill = nullptr);
+  // One ranged GET into this worker's buffer, stored in the cache as its blocks arrive.
   Expected<cache::Result<cache::ContentState>, ReadError> download_and_put(
       const FileContent& c, BlockRange r, Deadline deadline, const CancelFlag* abandon);
   // Verifies a complete content (single-flight per content); a mismatch downloads it once more.

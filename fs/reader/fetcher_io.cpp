@@ -176,9 +176,10 @@ Expected<Fetcher::Stored, ReadError> Fetcher::download(const FileContent& c, Blo
 
 Expected<void, ReadError> Fetcher::get_range(const FileContent& c, std::uint64_t offset,
                                              std::span<std::byte> buf, Deadline deadline,
-                                             const CancelFlag* abandon) {
-  auto got =
-      hub_.read_range(hub::FileRef{c.commit, c.path, c.size}, offset, buf, deadline, abandon);
+                                             const CancelFlag* abandon,
+                                             const hub::HubClient::FillFn* on_fill) {
+  auto got = hub_.read_range(hub::FileRef{c.commit, c.path, c.size}, offset, buf, deadline, abandon,
+                             on_fill);
   {
     std::lock_guard lock(mu_);
     stats_.requests++;
@@ -186,11 +187,13 @@ Expected<void, ReadError> Fetcher::get_range(const FileContent& c, std::uint64_t
     if (!got) stats_.errors++;
   }
   if (!got) {
+    ReadError e = from_hub(got.error());
     if (abandon == nullptr || !abandon->cancelled()) {
       spdlog::error("{}: download of bytes {}-{} failed: {}", c.path, offset,
                     offset + buf.size() - 1, got.error().describe());
+      e.logged = true;
     }
-    return unexpected(from_hub(got.error()));
+    return unexpected(std::move(e));
   }
   return {};
 }
@@ -209,10 +212,27 @@ Expected<cache::Result<cache::ContentState>, ReadError> Fetcher::download_and_pu
     scratch_size = end - offset;
   }
   const std::span<std::byte> buf(scratch.get(), end - offset);
-  if (auto got = get_range(c, offset, buf, deadline, abandon); !got) {
-    return unexpected(got.error());
-  }
-  return store_.put_blocks(c.id, c.size, r.first, buf);
+  // Whole blocks are stored as they arrive, a few hundred KiB at a time, while they are still
+  // in the CPU's cache: the block checksum, the copy into LMDB's page and (for the front of the
+  // file) the running SHA-256 then read them from there, not from memory (issue 17). Blocks
+  // of a transfer that fails midway stay stored; the retry asks for the rest.
+  std::uint64_t stored = 0;  // bytes of buf put so far (whole blocks)
+  std::optional<cache::Result<cache::ContentState>> put;
+  auto store = [&](std::uint64_t upto) {
+    if (put && !*put) return;  // the cache refused: the memory path takes over at the end
+    put = store_.put_blocks(c.id, c.size, r.first + static_cast<std::uint32_t>(stored / bs),
+                            buf.subspan(stored, upto - stored));
+    if (*put) stored = upto;
+  };
+  auto on_fill_fn = [&](std::size_t filled) {
+    const std::uint64_t whole = filled == buf.size() ? filled : filled / bs * bs;
+    if (whole >= stored + kStreamPutBytes || (whole == buf.size() && whole > stored)) store(whole);
+  };
+  const hub::HubClient::FillFn on_fill = on_fill_fn;
+  const auto got = get_range(c, offset, buf, deadline, abandon, &on_fill);
+  if (!got) return unexpected(got.error());
+  if (stored < buf.size() && !(put && !*put)) store(buf.size());
+  return std::move(*put);
 }
 
 void Fetcher::finish(const std::shared_ptr<Flight>& f, std::optional<ReadError> error,

@@ -117,7 +117,7 @@ void Fetcher::finish_memory_fetch(const std::shared_ptr<MemoryFetch>& m) {
       std::lock_guard lock(mu_);
       quarantine_[c.id] = Clock::now() + config_.corrupt_quarantine;
       error = ReadError{ReadError::Kind::kCorrupt,
-                        c.path + ": downloaded bytes do not match " + c.id.to_string()};
+                        c.path + ": downloaded bytes do not match " + c.id.to_string(), true};
       break;
     }
     spdlog::warn("{}: downloaded bytes do not match {}; downloading the file again", c.path,
@@ -223,7 +223,8 @@ Expected<void, ReadError> Fetcher::verify_once(const FileContent& c) {
   std::lock_guard lock(mu_);
   quarantine_[c.id] = Clock::now() + config_.corrupt_quarantine;
   return unexpected(ReadError{ReadError::Kind::kCorrupt,
-                              c.path + ": downloaded bytes do not match " + c.id.to_string()});
+                              c.path + ": downloaded bytes do not match " + c.id.to_string(),
+                              true});
 }
 
 void Fetcher::report_corrupt(const FileContent& c) {

@@ -62,7 +62,7 @@ class ListingHub : public hub::HubClient {
   }
   using HubClient::read_range;
   Expected<void, hub::HubError> read_range(const hub::FileRef&, std::uint64_t, std::span<std::byte>,
-                                           Deadline, const CancelFlag*) override {
+                                           Deadline, const CancelFlag*, const FillFn*) override {
     return unexpected(hub::HubError{hub::HubErrorKind::kUnavailable, "no", 0, "", ""});
   }
   const hub::HubStats& stats() const override { return stats_; }

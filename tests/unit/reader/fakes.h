@@ -180,7 +180,8 @@ class MemoryHub : public hub::HubClient {
   using hub::HubClient::read_range;
   Expected<void, hub::HubError> read_range(const hub::FileRef&, std::uint64_t offset,
                                            std::span<std::byte> out, Deadline deadline,
-                                           const CancelFlag* abandon) override {
+                                           const CancelFlag* abandon,
+                                           const FillFn* on_fill) override {
     {
       std::lock_guard lock(mu_);
       calls++;
@@ -214,8 +215,21 @@ class MemoryHub : public hub::HubClient {
       b = static_cast<std::byte>(~static_cast<unsigned char>(b));
     }
     if (delay.load().count() > 0) std::this_thread::sleep_for(delay.load());
+    // The body arrives in pieces, as a transfer delivers it; with fail_midway, half of it and
+    // then the connection drops.
+    const std::size_t upto = fail_midway ? out.size() / 2 : out.size();
+    if (on_fill != nullptr) {
+      for (std::size_t n = 0; n < upto;) {
+        n = std::min(upto, n + kFillPiece);
+        (*on_fill)(n);
+      }
+    }
+    if (fail_midway) {
+      return unexpected(hub::HubError{hub::HubErrorKind::kUnavailable, "reset midway", 0, "", ""});
+    }
     return {};
   }
+  static constexpr std::size_t kFillPiece = 100000;
   const hub::HubStats& stats() const override { return stats_; }
   void cancel() override {}
 
@@ -235,6 +249,7 @@ class MemoryHub : public hub::HubClient {
   std::atomic<int> calls{0};
   std::atomic<int> abandoned{0};  // calls that ended because nobody wanted them any more
   std::atomic<bool> fail{false};
+  std::atomic<bool> fail_midway{false};      // deliver half of each range, then fail
   std::atomic<bool> corrupt{false};          // flip the first byte of the file
   std::atomic<std::int64_t> corrupt_at{-1};  // flip the byte at this offset (-1: none)
   std::atomic<std::chrono::milliseconds> delay{std::chrono::milliseconds(0)};  // per request

@@ -157,6 +157,43 @@ TEST_F(FetcherTest, AVerifiedReadFetchesTheWholeFileItsOwnBlocksFirst) {
   EXPECT_EQ(hub.ranges[3], (std::pair<std::uint64_t, std::size_t>{8 * kBlock, kBlock}));
 }
 
+TEST_F(FetcherTest, BlocksAreStoredAsTheyArriveAndABrokenTransferKeepsThem) {
+  // A range of 2 MiB arrives in 100 kB pieces: its blocks are stored in several puts while it
+  // arrives, not in one at the end.
+  const std::string big = make_bytes(2'000'000 + 123);
+  const FileContent file = content_of(big);
+  MemoryHub big_hub{big};
+  FetcherConfig c = config(Serving::kStreaming);
+  c.max_request = 4'000'000;
+  c.failure_memo = std::chrono::seconds(0);  // the next read tries again at once
+  Fetcher f(store, big_hub, c);
+  big_hub.fail_midway = true;  // half of it, then the connection drops
+  EXPECT_FALSE(f.ensure(file, {0, 2001}, patience()));
+  EXPECT_GE(store.puts.load(), 1);
+  // What arrived before the break is stored, byte for byte (a whole number of 512 KiB puts).
+  std::uint32_t kept = 0;
+  auto missing = store.read_blocks(
+      file.id, file.size, 0, 2001,
+      [&](std::uint32_t b, std::span<const std::byte> d) {
+        ++kept;
+        EXPECT_EQ(std::string(reinterpret_cast<const char*>(d.data()), d.size()),
+                  big.substr(std::size_t{b} * kBlock, d.size()));
+      },
+      cache::BlockStore::ReadMode::kPartial);
+  ASSERT_TRUE(missing);
+  EXPECT_GE(kept * std::uint64_t{kBlock}, Fetcher::kStreamPutBytes);
+  EXPECT_LE(kept * std::uint64_t{kBlock}, big.size() / 2);
+  // The next read asks only for what is missing.
+  big_hub.fail_midway = false;
+  const int puts_before = store.puts.load();
+  auto again = f.ensure(file, {0, 2001}, patience());
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_GE(store.puts.load() - puts_before, 2);  // the rest, in pieces again
+  std::lock_guard lock(big_hub.mu_);
+  ASSERT_GE(big_hub.ranges.size(), 2u);
+  EXPECT_EQ(big_hub.ranges.back().first, std::uint64_t{kept} * kBlock);
+}
+
 TEST_F(FetcherTest, AReaderJoiningAQueuedPrefetchPromotesIt) {
   FetcherConfig c = config(Serving::kStreaming);
   c.workers = 1;
@@ -474,6 +511,11 @@ TEST_F(FetcherTest, HubErrorsReachTheReader) {
   Reader r(store, hub, ReaderConfig{config(), {}});
   auto f = r.open(content, false);
   EXPECT_TRUE(read(r, *f, 0, 100).starts_with("ERROR:"));
+  // The fetcher logged the failed download: the error says so, and the filesystem, which
+  // logs every failed read, does not log this cause a second time.
+  auto res = r.read(*f, 0, 100, patience(), [](std::span<const iovec>) {});
+  ASSERT_FALSE(res);
+  EXPECT_TRUE(res.error().logged) << res.error().message;
   r.release(*f);
 }
 
