@@ -53,9 +53,11 @@ Res<Env> Env::open(const std::string& dir, const Config& config) {
 }
 
 void Env::learn_sizes() {
-  MDB_stat st{};
-  mdb_env_stat(env_, &st);
-  page_size_ = st.ms_psize;
+  if (page_size_ == 0) {  // once, at open: other threads read it without a lock later
+    MDB_stat st{};
+    mdb_env_stat(env_, &st);
+    page_size_ = st.ms_psize;
+  }
   MDB_envinfo info{};
   mdb_env_info(env_, &info);
   map_size_.store(info.me_mapsize, std::memory_order_relaxed);

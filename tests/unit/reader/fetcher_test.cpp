@@ -1,87 +1,22 @@
 // The fetcher and the reader with in-memory doubles: single-flight, coalescing, promotion,
-// verified serving, streaming, the memory path, quarantine, patience, interrupts.
+// streaming puts, patience, interrupts (verified serving and the memory path:
+// fetcher_integrity_test.cpp).
 #include "fs/reader/fetcher.h"
 
 #include <gtest/gtest.h>
-#include <spdlog/spdlog.h>
 
 #include <atomic>
 #include <future>
 #include <thread>
 
 #include "fs/reader/reader.h"
-#include "tests/unit/reader/fakes.h"
+#include "tests/unit/reader/fetcher_fixture.h"
 
 namespace whfs::reader {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::MemoryHub;
-using testing::MemoryStore;
-
-constexpr std::uint32_t kBlock = 1000;
-
-// Waits until `done()` holds (a state the test can see, never a fixed time), up to a bound
-// generous enough for 2 loaded cores under TSan.
-template <class Pred>
-bool eventually(Pred done, std::chrono::milliseconds limit = 20s) {
-  const auto until = Clock::now() + limit;
-  while (!done()) {
-    if (Clock::now() >= until) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
-
-std::string make_bytes(std::size_t n) {
-  std::string s(n, '\0');
-  for (std::size_t i = 0; i < n; ++i) s[i] = static_cast<char>('a' + (i * 7 + i / 13) % 26);
-  return s;
-}
-
-FileContent content_of(const std::string& bytes) {
-  Hasher h(HashAlgo::kSha256);
-  h.update(bytes);
-  return FileContent{
-      std::string(40, 'c'), "pkg/x.whl", bytes.size(),
-      *cache::ContentId::from_hex(cache::ContentId::Kind::kSha256, to_hex(h.finish()))};
-}
-
-class FetcherTest : public ::testing::Test {
- protected:
-  // spdlog's registry is a function-local static inside libspdlog.so, which TSan does not
-  // instrument: created here, before the workers log concurrently, TSan sees its creation.
-  FetcherTest() { spdlog::default_logger_raw(); }
-
-  std::string bytes = make_bytes(10 * kBlock + 123);
-  FileContent content = content_of(bytes);
-  MemoryStore store{kBlock};
-  MemoryHub hub{bytes};
-
-  FetcherConfig config(Serving serving = Serving::kVerified) {
-    FetcherConfig c;
-    c.workers = 4;
-    c.max_request = 4 * kBlock;
-    c.serving = serving;
-    return c;
-  }
-
-  static WaitPolicy patience(std::chrono::milliseconds p = 5000ms, CancelFlag* cancel = nullptr) {
-    return WaitPolicy{p, cancel};
-  }
-
-  std::string read(Reader& r, OpenFile& f, std::uint64_t off, std::size_t n,
-                   WaitPolicy wait = patience()) {
-    std::string out;
-    auto res = r.read(f, off, n, wait, [&](std::span<const iovec> iov) {
-      for (const auto& v : iov) out.append(static_cast<const char*>(v.iov_base), v.iov_len);
-    });
-    if (!res) return "ERROR:" + res.error().message;
-    return out;
-  }
-
-  int calls() { return hub.calls.load(); }
-};
+using namespace testing_fetcher;
 
 // ---- single flight and request shapes ----------------------------------------------------
 
@@ -264,187 +199,6 @@ TEST_F(FetcherTest, TheReplyIsTheReadsLastUseOfTheFile) {
     }
     EXPECT_EQ(fresh.pins, 0);
   }
-}
-
-// ---- verified serving --------------------------------------------------------------------
-
-TEST_F(FetcherTest, ReaderServesExactBytesOfAVerifiedContent) {
-  Reader r(store, hub, ReaderConfig{config(), {}});
-  auto f = r.open(content, false);
-  EXPECT_EQ(store.pins, 1);
-  EXPECT_EQ(read(r, *f, 0, 10), bytes.substr(0, 10));
-  EXPECT_EQ(read(r, *f, kBlock - 3, 7), bytes.substr(kBlock - 3, 7));
-  EXPECT_EQ(read(r, *f, 0, bytes.size() + 50), bytes);  // clipped at the end
-  EXPECT_EQ(read(r, *f, bytes.size(), 10), "");
-  auto st = store.content_state(content.id);
-  EXPECT_TRUE((*st)->verified);
-  EXPECT_EQ(store.hashed, 1);  // hashed once, by this process
-  EXPECT_EQ(calls(), 3);       // the first read brought the whole file
-  r.release(*f);
-  EXPECT_EQ(store.pins, 0);
-}
-
-TEST_F(FetcherTest, NoReadOfACorruptDownloadEverReturnsItsBytes) {
-  // One byte in the middle is wrong in every download. Reads of the region around it, cold
-  // and again after the mismatch was seen, get EIO: never the wrong byte, never any byte of
-  // the file (which might be wrong elsewhere for all a reader knows).
-  const std::int64_t bad = 5 * kBlock + 17;
-  hub.corrupt_at = bad;
-  Reader r(store, hub, ReaderConfig{config(), {}});
-  auto f = r.open(content, false);
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    for (const std::uint64_t off : {std::uint64_t(bad) - 100, std::uint64_t{0}}) {
-      const std::string got = read(r, *f, off, 300);
-      EXPECT_TRUE(got.starts_with("ERROR:")) << "attempt " << attempt << " at " << off;
-    }
-  }
-  EXPECT_GE(r.stats().corrupt, 2u);  // the first download and the retry both mismatched
-  // A clean download later serves the right bytes.
-  hub.corrupt_at = -1;
-  FetcherConfig c = config();
-  c.corrupt_quarantine = 0s;
-  Reader later(store, hub, ReaderConfig{c, {}});
-  auto g = later.open(content, false);
-  EXPECT_EQ(read(later, *g, bad - 100, 300), bytes.substr(bad - 100, 300));
-  later.release(*g);
-  r.release(*f);
-}
-
-TEST_F(FetcherTest, ACorruptDownloadIsQuarantinedWithoutAnotherDownload) {
-  hub.corrupt = true;
-  Reader r(store, hub, ReaderConfig{config(), {}});
-  auto f = r.open(content, false);
-  EXPECT_TRUE(read(r, *f, 0, bytes.size()).starts_with("ERROR:"));
-  const int before = calls();
-  EXPECT_TRUE(read(r, *f, 0, 100).starts_with("ERROR:"));
-  EXPECT_EQ(calls(), before);
-  EXPECT_GE(r.stats().failed_fast, 1u);
-  r.release(*f);
-}
-
-TEST_F(FetcherTest, StreamingReportsACorruptDownloadSoTheKernelDropsItsPages) {
-  hub.corrupt_at = 5 * kBlock + 17;
-  Reader r(store, hub, ReaderConfig{config(Serving::kStreaming), {}});
-  std::atomic<int> reported{0};
-  r.set_corrupt_listener([&](const cache::ContentId& id) {
-    EXPECT_EQ(id, content.id);
-    reported++;
-  });
-  auto f = r.open(content, false);
-  read(r, *f, 0, bytes.size());  // streaming: whatever it returned, the mismatch is reported
-  EXPECT_EQ(reported, 2);        // the download and its retry
-  EXPECT_TRUE(read(r, *f, 5 * kBlock, 100).starts_with("ERROR:"));
-  r.release(*f);
-}
-
-TEST_F(FetcherTest, AContentAnotherProcessRecordedAsVerifiedIsHashedHereFirst) {
-  // Another process (or anyone who can write the cache) left wrong bytes with the "verified"
-  // flag set. This process hashes them before serving: a mismatch, a fresh download, the
-  // right bytes.
-  std::string wrong = bytes;
-  wrong[3 * kBlock + 5] ^= 0x20;
-  store.plant(content.id, wrong);
-  Reader r(store, hub, ReaderConfig{config(), {}});
-  auto f = r.open(content, false);
-  EXPECT_EQ(read(r, *f, 3 * kBlock, 100), bytes.substr(3 * kBlock, 100));
-  EXPECT_GE(r.stats().corrupt, 1u);
-  EXPECT_GE(calls(), 1);
-  r.release(*f);
-}
-
-TEST_F(FetcherTest, AContentVerifiedElsewhereIsServedAfterOneHashHere) {
-  store.plant(content.id, bytes);
-  Reader r(store, hub, ReaderConfig{config(), {}});
-  auto f = r.open(content, false);
-  for (int i = 0; i < 5; ++i) EXPECT_EQ(read(r, *f, 100, 50), bytes.substr(100, 50));
-  EXPECT_EQ(store.hashed, 1);
-  EXPECT_EQ(calls(), 0);
-  r.release(*f);
-  FetcherConfig trusting = config();
-  trusting.trust_cache = true;
-  Reader t(store, hub, ReaderConfig{trusting, {}});
-  auto g = t.open(content, false);
-  EXPECT_EQ(read(t, *g, 100, 50), bytes.substr(100, 50));
-  EXPECT_EQ(store.hashed, 1);  // trusted: not hashed again
-  t.release(*g);
-}
-
-TEST_F(FetcherTest, AContentLostFromUnderAReaderIsDownloadedAgain) {
-  Reader r(store, hub, ReaderConfig{config(), {}});
-  auto f = r.open(content, false);
-  EXPECT_EQ(read(r, *f, 0, 100), bytes.substr(0, 100));
-  const int before = calls();
-  store.lose(content.id);  // evicted by another process between two reads
-  EXPECT_EQ(read(r, *f, 5000, 100), bytes.substr(5000, 100));
-  EXPECT_GT(calls(), before);
-  r.release(*f);
-}
-
-TEST_F(FetcherTest, ABlockChangedAfterVerificationIsCaughtByTheNextProcess) {
-  {
-    Reader r(store, hub, ReaderConfig{config(), {}});
-    auto f = r.open(content, false);
-    EXPECT_EQ(read(r, *f, 0, 100), bytes.substr(0, 100));
-    r.release(*f);
-  }
-  store.corrupt_block(content.id, 2);  // the record still says "verified"
-  Reader next(store, hub, ReaderConfig{config(), {}});
-  auto g = next.open(content, false);
-  EXPECT_EQ(read(next, *g, 2 * kBlock, 100), bytes.substr(2 * kBlock, 100));
-  EXPECT_GE(next.stats().corrupt, 1u);
-  next.release(*g);
-}
-
-TEST_F(FetcherTest, AStoreThatRefusesEveryPutStillServesVerifiedBytes) {
-  for (const auto kind : {cache::CacheError::Kind::kBusy, cache::CacheError::Kind::kReadOnly}) {
-    MemoryStore refusing{kBlock};
-    refusing.refuse = kind;
-    Reader r(refusing, hub, ReaderConfig{config(), {}});
-    auto f = r.open(content, false);
-    EXPECT_EQ(read(r, *f, 3000, 2000), bytes.substr(3000, 2000));
-    EXPECT_EQ(r.stats().in_memory, 1u);
-    r.release(*f);
-  }
-}
-
-// ---- the memory path -------------------------------------------------------------------
-
-TEST_F(FetcherTest, AContentTheCacheCannotKeepIsVerifiedAndServedFromMemory) {
-  store.full = true;
-  Reader r(store, hub, ReaderConfig{config(), {}});
-  auto f = r.open(content, false);
-  EXPECT_EQ(read(r, *f, 2500, 3000), bytes.substr(2500, 3000));
-  EXPECT_EQ(read(r, *f, 0, bytes.size()), bytes);
-  EXPECT_GE(r.stats().uncached, 1u);
-  EXPECT_EQ(r.stats().in_memory, 1u);
-  const int after = calls();
-  auto g = r.open(content, false);  // another open of the same content: no new download
-  EXPECT_EQ(read(r, *g, 7, 70), bytes.substr(7, 70));
-  EXPECT_EQ(calls(), after);
-  r.release(*f);
-  r.release(*g);
-}
-
-TEST_F(FetcherTest, TheMemoryPathNeverServesACorruptDownload) {
-  store.full = true;
-  hub.corrupt_at = 7 * kBlock;
-  Reader r(store, hub, ReaderConfig{config(), {}});
-  auto f = r.open(content, false);
-  EXPECT_TRUE(read(r, *f, 7 * kBlock - 10, 20).starts_with("ERROR:"));
-  EXPECT_TRUE(read(r, *f, 0, 20).starts_with("ERROR:"));
-  r.release(*f);
-}
-
-TEST_F(FetcherTest, AContentTooLargeForMemoryFailsInsteadOfServingUnverifiedBytes) {
-  store.full = true;
-  FetcherConfig c = config();
-  c.memory_limit = bytes.size() - 1;
-  Reader r(store, hub, ReaderConfig{c, {}});
-  auto f = r.open(content, false);
-  const std::string got = read(r, *f, 0, 100);
-  EXPECT_TRUE(got.starts_with("ERROR:")) << got;
-  EXPECT_NE(got.find("larger than the memory"), std::string::npos) << got;
-  r.release(*f);
 }
 
 // ---- patience, fail-fast, interrupts ------------------------------------------------------
