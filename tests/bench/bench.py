@@ -17,10 +17,16 @@ run (a local folder, curl); absolute numbers on these shared machines are noisy.
   8 parallel readers        8 different wheels at once, aggregate MiB/s, vs local page cache
   pip install               --no-deps --force-reinstall --target of current/<pkg>/*.whl, cold
                             and warm, vs the same wheel from a local folder
+  cold sequential 256 MiB   MiB/s and CPU seconds per GiB of the daemon, beside curl (one
+                            stream) and aria2c -x16 (their own CPU, same file, same nginx)
+  scaling                   1, 2, 4 and 8 parallel readers of the 8 biggest wheels (aggregate
+                            MiB/s, daemon CPU s/GiB); 1 and 8 daemons on one cache directory
+                            reading the same wheels at once (wall time, bytes from the CDN)
   per test                  daemon CPU seconds and peak anonymous RSS
 """
 import argparse
 import glob
+import random
 import hashlib
 import json
 import os
@@ -45,6 +51,8 @@ BIN = os.environ.get("WHFS_BIN", os.path.join(ROOT, "build", "fs", "wheelhousefs
 REPO = "DoctorPopi/python_wheelhouse"
 MIB = 1 << 20
 EXTRA_OPTIONS = []  # --mount-options
+SEQ_MIB = 256
+SEQ_FILE = f"seq-{SEQ_MIB}M.bin"
 
 
 class Proc:
@@ -107,21 +115,28 @@ class Nginx:
 class Mount:
     _seq = 0
 
-    def __init__(self, hub, work, name, options=()):
-        # Each mount gets a cache of its own (a WAN pass must not find the unthrottled pass's).
+    def __init__(self, hub, work, name, options=(), cache=None):
+        # Each mount gets a cache of its own (a WAN pass must not find the unthrottled pass's),
+        # unless `cache` names one to share.
         Mount._seq += 1
         name = f"{name}-{Mount._seq}"
         self.mnt = os.path.join(work, name)
         os.makedirs(self.mnt, exist_ok=True)
-        self.cache = os.path.join(work, name + "-cache")
+        self.cache = cache or os.path.join(work, name + "-cache")
         opts = ([f"endpoint={hub}", f"cache_dir={self.cache}", "log_level=warn"] + list(options) +
                 EXTRA_OPTIONS)
+        # The caches earlier measurements wrote are still being written back: not during ours.
+        os.sync()
         self.log = open(os.path.join(work, name + ".log"), "ab")
         self.proc = subprocess.Popen([BIN, "-f", "-o", ",".join(opts), REPO, self.mnt],
                                      stdout=self.log, stderr=subprocess.STDOUT)
         if not wait_for(lambda: is_mounted(self.mnt), timeout=60):
             raise RuntimeError(f"mount failed, see {self.log.name}")
         self.daemon = Proc(self.proc.pid)
+
+    def fetched_bytes(self):
+        st = json.loads(os.getxattr(self.mnt, "user.wheelhouse.status"))
+        return st["fetch"]["bytes"]
 
     def unmount(self):
         subprocess.run(["fusermount3", "-u", self.mnt], check=False)
@@ -169,6 +184,23 @@ def curl_first_byte(url):
     return float(r.stdout)
 
 
+def run_with_cpu(cmd):
+    """Runs cmd; returns (wall seconds, CPU seconds of it and its children)."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, ru = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{cmd[0]} failed ({proc.returncode})")
+    return wall, ru.ru_utime + ru.ru_stime
+
+
+def split_among(paths, n):
+    """The paths dealt round-robin to n readers."""
+    return [paths[i::n] for i in range(n)]
+
+
 def pip_install(wheels, target):
     shutil.rmtree(target, ignore_errors=True)
     r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--root-user-action=ignore",
@@ -199,7 +231,15 @@ class Bench:
     def run(self, rate):
         label = f" [{rate}/conn]" if rate else " [unthrottled]"
         data = os.path.join(self.work, "data")
-        gen_wheelhouse.generate(data, quiet=True)
+        if not os.path.isdir(data):
+            gen_wheelhouse.generate(data, quiet=True)
+            # The shared harness's size for a cold sequential read, incompressible.
+            big = os.path.join(data, "tree", "bench", SEQ_FILE)
+            os.makedirs(os.path.dirname(big), exist_ok=True)
+            rng = random.Random(256)
+            with open(big, "wb") as f:
+                for _ in range(SEQ_MIB):
+                    f.write(rng.randbytes(MIB))
         tree = os.path.join(data, "tree")
         with open(os.path.join(data, "manifest.json")) as f:
             man = json.load(f)
@@ -210,7 +250,9 @@ class Bench:
             for name, fn in (("first_byte", lambda: self.first_byte(hub, man, nginx, label)),
                              ("random", lambda: self.random_reads(hub, man, tree, label)),
                              ("parallel", lambda: self.parallel_readers(hub, man, tree, nginx, label)),
-                             ("pip", lambda: self.pip(hub, tree, label))):
+                             ("pip", lambda: self.pip(hub, tree, label)),
+                             ("sequential", lambda: self.sequential(hub, tree, nginx, label)),
+                             ("scaling", lambda: self.scaling(hub, man, nginx, label))):
                 if not self.a.only or name in self.a.only.split(","):
                     fn()
         finally:
@@ -316,6 +358,97 @@ class Bench:
         finally:
             m.unmount()
 
+    def sequential(self, hub, tree, nginx, label):
+        rel = "bench/" + SEQ_FILE
+        size = os.path.getsize(os.path.join(tree, rel))
+        url = nginx.url + rel
+        ours, cpus = [], []
+        for rep in range(self.a.reps):
+            m = Mount(hub.hub, self.work, f"seq{rep}", ["nocurrent"])
+            try:
+                path = os.path.join(m.mnt, rel)
+                os.stat(path)
+                (secs, _), cpu, _ = m.daemon.measure(lambda: timed(lambda: read_all(path)))
+                ours.append(secs)
+                cpus.append(cpu)
+            finally:
+                m.unmount()
+        peers = {
+            "curl": ["curl", "-sf", "-o", "/dev/null", url],
+            "aria2c -x16": ["aria2c", "-q", "-x16", "-s16", "-k1M", "--file-allocation=none",
+                            "--allow-overwrite=true", "-d", self.work, "-o", "aria2c.out", url],
+        }
+        ref = {}
+        for name, cmd in peers.items():
+            runs = [run_with_cpu(cmd) for _ in range(self.a.reps)]
+            ref[name] = (median([w for w, _ in runs]), median([c for _, c in runs]))
+        leaked = os.path.join(self.work, "aria2c.out")
+        if os.path.exists(leaked):
+            os.remove(leaked)
+        gib = size / (1 << 30)
+        mibs = size / MIB / median(ours)
+        for name, (wall, cpu) in ref.items():
+            self.row(f"cold sequential read {size // MIB} MiB, MiB/s (vs {name})" + label, mibs,
+                     size / MIB / wall, "MiB/s", median(cpus))
+        for name, (wall, cpu) in ref.items():
+            self.row(f"CPU seconds per GiB, cold sequential, daemon (vs {name}'s own)" + label,
+                     median(cpus) / gib, cpu / gib, "s/GiB")
+
+    def scaling(self, hub, man, nginx, label):
+        wheels = sorted((p for p in man["files"] if p.endswith(".whl")),
+                        key=lambda p: -man["files"][p]["size"])[:8]
+        total = sum(man["files"][p]["size"] for p in wheels)
+        gib = total / (1 << 30)
+
+        def readers(roots_and_paths):
+            def one(pairs):
+                for root, p in pairs:
+                    read_all(os.path.join(root, p))
+            ts = [threading.Thread(target=one, args=(pairs,)) for pairs in roots_and_paths]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+        base = None
+        for n in (1, 2, 4, 8):
+            rates, cpus = [], []
+            for rep in range(self.a.reps):
+                m = Mount(hub.hub, self.work, f"scale{n}-{rep}", ["nocurrent"])
+                try:
+                    work = [[(m.mnt, p) for p in share] for share in split_among(wheels, n)]
+                    (secs, _), cpu, _ = m.daemon.measure(lambda: timed(lambda: readers(work)))
+                    rates.append(total / secs / MIB)
+                    cpus.append(cpu)
+                finally:
+                    m.unmount()
+            rate = median(rates)
+            base = base or rate
+            self.row(f"{n} parallel reader(s) of 8 wheels ({total / MIB:.0f} MiB), cold, MiB/s "
+                     "(vs 1 reader)" + label, rate, base, "MiB/s", median(cpus))
+            self.rows.append((f"  daemon CPU s/GiB, {n} reader(s)" + label,
+                              f"{median(cpus) / gib:.2f} s/GiB", "—", "—", "", ""))
+        # Daemons on one cache: each reads all 8 wheels, all at once; the cache's download
+        # claims make one of them fetch each wheel while the others wait for its blocks.
+        for daemons in (1, 8):
+            walls, fetched = [], []
+            for rep in range(self.a.reps):
+                shared = tempfile.mkdtemp(prefix=f"shared{daemons}-", dir=self.work)  # cold
+                ms = [Mount(hub.hub, self.work, f"d{daemons}-{rep}-{i}", ["nocurrent"], cache=shared)
+                      for i in range(daemons)]
+                try:
+                    work = [[(m.mnt, p) for p in wheels] for m in ms]
+                    walls.append(timed(lambda: readers(work))[0])
+                    fetched.append(sum(m.fetched_bytes() for m in ms))
+                finally:
+                    for m in ms:
+                        m.unmount()
+            self.row(f"{daemons} daemon(s) on one cache, each reading the 8 wheels, cold: "
+                     f"CDN bytes / wheel bytes (vs 1 = each byte once)" + label,
+                     median(fetched) / total, 1.0, "×")
+            self.rows.append((f"  wall time, {daemons} daemon(s) on one cache" + label,
+                              f"{median(walls):.2f} s", "—", "—", "", ""))
+            print(f"{daemons} daemons: {median(walls):.2f} s", flush=True)
+
     def listings(self, many):
         data = os.path.join(self.work, f"many{many}")
         gen_wheelhouse.generate(data, small=True, many=many, quiet=True)
@@ -364,7 +497,8 @@ def main():
     p.add_argument("--out", default="")
     p.add_argument("--skip-listings", action="store_true")
     p.add_argument("--mount-options", default="", help="extra options for every mount, e.g. streaming")
-    p.add_argument("--only", default="", help="run only these: first_byte,random,parallel,pip")
+    p.add_argument("--only", default="",
+                   help="run only these: first_byte,random,parallel,pip,sequential,scaling")
     a = p.parse_args()
     EXTRA_OPTIONS.extend(o for o in a.mount_options.split(",") if o)
     work = tempfile.mkdtemp(prefix="whfs-bench-")
