@@ -14,6 +14,7 @@
 #include "cache/records.h"
 #include "fs/reader/reader.h"
 #include "tests/unit/reader/fakes.h"
+#include "tests/unit/reader/fetcher_fixture.h"
 
 namespace whfs::reader {
 namespace {
@@ -28,13 +29,7 @@ std::string make_bytes(std::size_t n) {
   return s;
 }
 
-FileContent content_of(const std::string& bytes) {
-  Hasher h(HashAlgo::kSha256);
-  h.update(bytes);
-  return FileContent{
-      std::string(40, 'c'), "pkg/x.whl", bytes.size(),
-      *cache::ContentId::from_hex(cache::ContentId::Kind::kSha256, to_hex(h.finish()))};
-}
+using testing_fetcher::content_of;
 
 class SharedCacheTest : public ::testing::Test {
  protected:
