@@ -65,6 +65,10 @@ void Fetcher::shutdown() {
   }
   for (auto& t : workers_) t.join();
   workers_.clear();
+  // Memory fetches whose pieces were cancelled above never finish: break their cycles too.
+  std::lock_guard lock(mu_);
+  for (auto& [id, m] : memory_fetches_) m->pieces.clear();
+  memory_fetches_.clear();
 }
 
 void Fetcher::set_corrupt_listener(std::function<void(const cache::ContentId&)> listener) {

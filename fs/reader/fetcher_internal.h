@@ -38,7 +38,8 @@ struct Fetcher::MemoryFetch {
   explicit MemoryFetch(FileContent c) : content(std::move(c)) {}
   FileContent content;
   std::unique_ptr<std::byte[]> data;
-  std::vector<std::shared_ptr<Flight>> pieces;  // set before any piece runs
+  std::vector<std::shared_ptr<Flight>> pieces;  // set before any piece runs; guarded by the
+                                                // fetcher's mu_, cleared when it is done
   std::atomic<std::uint32_t> left{0};           // pieces not finished yet
   std::mutex mu;                                // guards error and result
   std::optional<ReadError> error;

@@ -139,6 +139,9 @@ void Fetcher::finish_memory_fetch(const std::shared_ptr<MemoryFetch>& m) {
   {
     std::lock_guard lock(mu_);
     memory_fetches_.erase(c.id);
+    // Each piece holds the fetch and the fetch its pieces: break the cycle now that no one can
+    // join (waiters hold their own copies of the pieces).
+    m->pieces.clear();
     if (result) {
       memory_.emplace_front(c.id, result);
     } else {
