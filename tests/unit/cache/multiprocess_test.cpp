@@ -136,9 +136,20 @@ TEST(MultiProcessTest, KilledWritersInAnotherPidNamespaceNeverLetTwoWritersIn) {
   const fs::path cache = dir / "cache";
   { auto c = testing::open_or_die(testing::test_options(cache, 64 << 20, 2)); }
   const fs::path steady_out = dir / "steady.out";
-  const pid_t steady =
+  pid_t steady =
       testing::spawn_helper({"write-threads", cache.string(), "1", "4"}, true, steady_out);
   ASSERT_GT(steady, 0);
+  // However the test ends (a failed ASSERT returns early), the writers do not outlive it.
+  pid_t victim = -1;
+  struct KillOnExit {
+    const pid_t& steady;
+    const pid_t& victim;
+    ~KillOnExit() {
+      for (pid_t p : {steady, victim}) {
+        if (p > 0 && ::kill(p, SIGKILL) == 0) ::waitpid(p, nullptr, 0);
+      }
+    }
+  } kill_on_exit{steady, victim};
   auto output = [&] {
     std::ifstream in(steady_out);
     std::stringstream text;
@@ -148,17 +159,19 @@ TEST(MultiProcessTest, KilledWritersInAnotherPidNamespaceNeverLetTwoWritersIn) {
   std::mt19937_64 rng(42);
   constexpr int kRounds = 60;
   for (int round = 0; round < kRounds; ++round) {
-    const pid_t victim = testing::spawn_helper(
+    victim = testing::spawn_helper(
         {"write-threads", cache.string(), std::to_string(2 + round), "4"}, true);
     ASSERT_GT(victim, 0);
     std::this_thread::sleep_for(std::chrono::milliseconds(30 + rng() % 120));
     ::kill(victim, SIGKILL);
     EXPECT_EQ(testing::wait_exit(victim), 128 + SIGKILL) << "round " << round;
+    victim = -1;
     ASSERT_EQ(::waitpid(steady, nullptr, WNOHANG), 0)
         << "the steady writer died, round " << round << ": " << output();
   }
   ::kill(steady, SIGKILL);
   testing::wait_exit(steady);
+  steady = -1;
   ASSERT_TRUE(structure_ok(cache)) << "the store's B-trees are damaged";
   auto c = testing::open_or_die(testing::test_options(cache, 0));
   auto report = c->verify_all();
