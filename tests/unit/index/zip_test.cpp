@@ -1,109 +1,18 @@
 #include "fs/index/zip.h"
 
 #include <gtest/gtest.h>
-#include <zlib.h>
 
 #include <string>
 #include <vector>
 
 #include "fs/index/wheel_metadata.h"
+#include "tests/support/zip_writer.h"
 
 namespace whfs::index {
 namespace {
 
-void put(std::string& s, std::uint64_t v, int n) {
-  for (int i = 0; i < n; ++i) s.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-
-std::string deflate_raw(const std::string& in) {
-  z_stream z{};
-  deflateInit2(&z, 9, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY);
-  std::string out(in.size() + 64, '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
-  z.avail_in = static_cast<uInt>(in.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  deflate(&z, Z_FINISH);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
-}
-
-struct Member {
-  std::string name;
-  std::string data;
-  bool deflate = false;
-};
-
-// A zip as wheels are written: local headers and data, the central directory, the end record
-// (with `comment`); with `zip64`, the zip64 end record and locator too.
-std::string make_zip(const std::vector<Member>& members, const std::string& comment = "",
-                     bool zip64 = false) {
-  std::string out;
-  std::string central;
-  for (const auto& m : members) {
-    const std::string data = m.deflate ? deflate_raw(m.data) : m.data;
-    const auto crc = static_cast<std::uint32_t>(
-        crc32(0, reinterpret_cast<const Bytef*>(m.data.data()), static_cast<uInt>(m.data.size())));
-    const std::uint64_t offset = out.size();
-    put(out, 0x04034b50, 4);
-    put(out, 20, 2);
-    put(out, 0, 2);
-    put(out, m.deflate ? 8 : 0, 2);
-    put(out, 0, 4);
-    put(out, crc, 4);
-    put(out, data.size(), 4);
-    put(out, m.data.size(), 4);
-    put(out, m.name.size(), 2);
-    put(out, 3, 2);  // an extra field the reader must skip
-    out += m.name + "xyz" + data;
-    put(central, 0x02014b50, 4);
-    put(central, 20, 2);
-    put(central, 20, 2);
-    put(central, 0, 2);
-    put(central, m.deflate ? 8 : 0, 2);
-    put(central, 0, 4);
-    put(central, crc, 4);
-    put(central, data.size(), 4);
-    put(central, m.data.size(), 4);
-    put(central, m.name.size(), 2);
-    put(central, 0, 2);
-    put(central, 0, 2);
-    put(central, 0, 2);
-    put(central, 0, 2);
-    put(central, 0, 4);
-    put(central, offset, 4);
-    central += m.name;
-  }
-  const std::uint64_t cd_offset = out.size();
-  out += central;
-  if (zip64) {
-    const std::uint64_t record = out.size();
-    put(out, 0x06064b50, 4);
-    put(out, 44, 8);
-    put(out, 45, 2);
-    put(out, 45, 2);
-    put(out, 0, 4);
-    put(out, 0, 4);
-    put(out, members.size(), 8);
-    put(out, members.size(), 8);
-    put(out, central.size(), 8);
-    put(out, cd_offset, 8);
-    put(out, 0x07064b50, 4);
-    put(out, 0, 4);
-    put(out, record, 8);
-    put(out, 1, 4);
-  }
-  put(out, 0x06054b50, 4);
-  put(out, 0, 2);
-  put(out, 0, 2);
-  put(out, zip64 ? 0xffff : members.size(), 2);
-  put(out, zip64 ? 0xffff : members.size(), 2);
-  put(out, zip64 ? 0xffffffff : central.size(), 4);
-  put(out, zip64 ? 0xffffffff : cd_offset, 4);
-  put(out, comment.size(), 2);
-  return out + comment;
-}
+using test::make_zip;
+using Member = test::Member;
 
 std::span<const std::byte> bytes(const std::string& s) {
   return std::as_bytes(std::span<const char>(s.data(), s.size()));
