@@ -1,8 +1,10 @@
 #include "fs/fuse/fuse_mount.h"
 
+#include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -18,10 +20,11 @@ namespace {
 // default), whatever max_readahead says, so sequential reads reach the daemon as 128 KiB
 // requests. Raise it for this mount's device (found in mountinfo: a stat of the mount point
 // would wait for this very daemon). Needs root; without it the default stays.
-void raise_readahead(const std::string& mountpoint, unsigned kb) {
-  if (kb == 0) return;
+// The device ("major:minor") of the newest mount on `mountpoint`, from mountinfo (a stat of the
+// mount point would wait for this very daemon); "" when none.
+std::string mount_device(const std::string& mountpoint) {
   FILE* f = std::fopen("/proc/self/mountinfo", "r");
-  if (f == nullptr) return;
+  if (f == nullptr) return "";
   char line[4096];
   std::string dev;
   while (std::fgets(line, sizeof line, f) != nullptr) {
@@ -33,7 +36,11 @@ void raise_readahead(const std::string& mountpoint, unsigned kb) {
     }
   }
   std::fclose(f);
-  if (dev.empty()) return;
+  return dev;
+}
+
+void raise_readahead(const std::string& dev, unsigned kb) {
+  if (kb == 0 || dev.empty()) return;
   const std::string path = "/sys/class/bdi/" + dev + "/read_ahead_kb";
   FILE* ra = std::fopen(path.c_str(), "w");
   if (ra == nullptr) {
@@ -76,7 +83,20 @@ Expected<std::unique_ptr<FuseMount>, std::string> FuseMount::mount(Filesystem& f
                       " (is /dev/fuse usable, fuse3 installed, the folder empty and not mounted?)");
   }
   m->mounted_ = true;
-  raise_readahead(config.mountpoint, config.kernel_readahead_kb);
+  const std::string dev = mount_device(config.mountpoint);
+  unsigned major = 0;
+  unsigned minor = 0;
+  if (std::sscanf(dev.c_str(), "%u:%u", &major, &minor) == 2) {
+    m->device_ = makedev(major, minor);
+  } else {
+    // Not found by name (a path mountinfo escapes): what the kernel knows of the mount's root,
+    // without asking this daemon (AT_STATX_DONT_SYNC).
+    struct statx stx {};
+    if (::statx(AT_FDCWD, config.mountpoint.c_str(), AT_STATX_DONT_SYNC, STATX_TYPE, &stx) == 0) {
+      m->device_ = makedev(stx.stx_dev_major, stx.stx_dev_minor);
+    }
+  }
+  raise_readahead(dev, config.kernel_readahead_kb);
   struct sigaction sa {};
   sa.sa_handler = wake_handler;  // no SA_RESTART: read(2) returns EINTR
   sigemptyset(&sa.sa_mask);

@@ -7,6 +7,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -50,6 +51,8 @@ class FuseMount {
 
   // Tells the kernel to forget entries and inodes after a refresh.
   void invalidate(const ns::Invalidations& inv);
+  // The mount's device (st_dev of every file in it); nullopt when it could not be told.
+  std::optional<dev_t> device() const { return device_; }
   // Tells the kernel to drop the cached pages of these inodes (a corrupt download).
   void invalidate_data(const std::vector<ns::Ino>& inodes);
 
@@ -65,6 +68,7 @@ class FuseMount {
   std::atomic<bool> exiting_{false};
   std::mutex threads_mu_;  // guards threads_, live_ and idle_
   std::condition_variable threads_cv_;
+  std::optional<dev_t> device_;
   std::list<std::thread> threads_;  // a list: exit() signals them while others are added
   unsigned live_ = 0;               // threads still serving
   unsigned idle_ = 0;               // threads waiting for a request

@@ -167,15 +167,18 @@ Expected<CallerProcess, std::string> read_caller(pid_t pid, const std::string& p
   const auto slash = exe.rfind('/');
   c.exe_name = slash == std::string::npos ? exe : exe.substr(slash + 1);
   if (c.exe_name.ends_with(" (deleted)")) c.exe_name.resize(c.exe_name.size() - 10);
-  struct stat theirs {
+  // What the kernel already knows of both roots (AT_STATX_DONT_SYNC): a root on a FUSE
+  // filesystem, this mount's included, is not asked for fresh attributes.
+  struct statx theirs {
   }, ours{};
   const std::string root = dir + "/root";
-  if (::stat(root.c_str(), &theirs) != 0) {
+  if (::statx(AT_FDCWD, root.c_str(), AT_STATX_DONT_SYNC, STATX_INO, &theirs) != 0) {
     return unexpected("cannot see the root of process " + std::to_string(pid) + ": " +
                       std::strerror(errno));
   }
-  c.own_root =
-      ::stat("/", &ours) == 0 && ours.st_dev == theirs.st_dev && ours.st_ino == theirs.st_ino;
+  c.own_root = ::statx(AT_FDCWD, "/", AT_STATX_DONT_SYNC, STATX_INO, &ours) == 0 &&
+               ours.stx_dev_major == theirs.stx_dev_major &&
+               ours.stx_dev_minor == theirs.stx_dev_minor && ours.stx_ino == theirs.stx_ino;
   c.root_dir = c.own_root ? "/" : root;
   if (c.own_root) {
     c.cwd = readlink_of(dir + "/cwd");

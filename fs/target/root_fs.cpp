@@ -5,8 +5,10 @@
 #include <linux/openat2.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -69,24 +71,45 @@ std::string parent_of(const std::string& path) {
   return slash == 0 ? "/" : n.substr(0, slash);
 }
 
-Expected<RootFs, std::string> RootFs::open(const std::string& root) {
+Expected<RootFs, std::string> RootFs::open(const std::string& root, std::optional<dev_t> refused) {
   const int fd = ::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return unexpected("cannot open " + root + ": " + std::strerror(errno));
-  return RootFs(fd);
+  RootFs r(fd, refused);
+  if (r.refused(fd)) return unexpected("its root directory lies inside this mount (not read)");
+  return r;
 }
 
 RootFs::~RootFs() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-RootFs::RootFs(RootFs&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+RootFs::RootFs(RootFs&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)),
+      refused_(other.refused_),
+      met_refused_(other.met_refused_) {}
 
 RootFs& RootFs::operator=(RootFs&& other) noexcept {
   if (this != &other) {
     if (fd_ >= 0) ::close(fd_);
     fd_ = std::exchange(other.fd_, -1);
+    refused_ = other.refused_;
+    met_refused_ = other.met_refused_;
   }
   return *this;
+}
+
+// The filesystem of an fd from what the kernel already knows (AT_STATX_DONT_SYNC): asking a
+// FUSE filesystem for fresh attributes would be a request to it, the very thing avoided here.
+bool RootFs::refused(int fd) const {
+  if (!refused_) return false;
+  struct statx stx {};
+  if (::statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC, STATX_TYPE, &stx) !=
+      0) {
+    return true;  // what cannot be told apart is not followed
+  }
+  if (makedev(stx.stx_dev_major, stx.stx_dev_minor) != *refused_) return false;
+  met_refused_ = true;
+  return true;
 }
 
 int RootFs::open_in(const std::string& path, int flags, bool follow_last) const {
@@ -96,8 +119,86 @@ int RootFs::open_in(const std::string& path, int flags, bool follow_last) const 
   open_how how{};
   how.flags = static_cast<std::uint64_t>(flags | O_CLOEXEC | (follow_last ? 0 : O_NOFOLLOW));
   how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+  // Without a refused filesystem, or on the root's own one (no mount point crossed: the
+  // common case, one system call), the kernel resolves the whole path.
+  if (refused_) how.resolve |= RESOLVE_NO_XDEV;
   const long fd = ::syscall(SYS_openat2, fd_, rel.c_str(), &how, sizeof how);
-  return fd < 0 ? -1 : static_cast<int>(fd);
+  if (fd >= 0) return static_cast<int>(fd);
+  if (refused_ && errno == EXDEV) return walk_in(path, flags, follow_last);
+  return -1;
+}
+
+int RootFs::walk_in(const std::string& path, int flags, bool follow_last) const {
+  // The folders walked so far, from the root (stack[0], not owned) down.
+  std::vector<int> stack{fd_};
+  const auto close_all = [&] {
+    for (std::size_t i = 1; i < stack.size(); ++i) ::close(stack[i]);
+    stack.resize(1);
+  };
+  std::vector<std::string> todo = split(normalize_path(path));
+  std::reverse(todo.begin(), todo.end());  // a stack: the next component at the back
+  int links = 0;
+  while (!todo.empty()) {
+    const std::string name = std::move(todo.back());
+    todo.pop_back();
+    if (name == "." || name.empty()) continue;
+    if (name == "..") {  // in the root: never above it
+      if (stack.size() > 1) {
+        ::close(stack.back());
+        stack.pop_back();
+      }
+      continue;
+    }
+    // One name in a folder already checked: crossing into a mount here reaches that mount's
+    // root, and asks nothing of its filesystem.
+    const int fd = ::openat(stack.back(), name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 || refused(fd)) {
+      const int err = fd < 0 ? errno : EXDEV;
+      if (fd >= 0) ::close(fd);
+      close_all();
+      errno = err;
+      return -1;
+    }
+    struct statx stx {};
+    const bool is_link = ::statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC,
+                                 STATX_TYPE, &stx) == 0 &&
+                         S_ISLNK(stx.stx_mode);
+    if (is_link && (!todo.empty() || follow_last)) {
+      char buf[4096];
+      const ssize_t n = ::readlinkat(fd, "", buf, sizeof buf - 1);
+      ::close(fd);
+      if (n <= 0 || ++links > kMaxLinks) {
+        close_all();
+        errno = ELOOP;
+        return -1;
+      }
+      const std::string target(buf, static_cast<std::size_t>(n));
+      if (target.front() == '/') close_all();
+      auto more = split(target);
+      todo.insert(todo.end(), more.rbegin(), more.rend());
+      continue;
+    }
+    stack.push_back(fd);
+  }
+  const int last = stack.back();
+  int out = -1;
+  if ((flags & O_PATH) != 0 || stack.size() == 1) {
+    out = stack.size() == 1 ? ::fcntl(fd_, F_DUPFD_CLOEXEC, 0) : ::fcntl(last, F_DUPFD_CLOEXEC, 0);
+    if ((flags & O_PATH) == 0 && out >= 0) {
+      // The root itself, opened for reading.
+      const int reopened = ::openat(out, ".", flags | O_CLOEXEC);
+      ::close(out);
+      out = reopened;
+    }
+  } else {
+    // Opened again through its O_PATH fd: the very file checked, whatever was renamed since.
+    const std::string self = "/proc/thread-self/fd/" + std::to_string(last);
+    out = ::open(self.c_str(), (flags & ~O_NOFOLLOW) | O_CLOEXEC);
+  }
+  const int err = errno;
+  close_all();
+  errno = err;
+  return out;
 }
 
 std::optional<std::string> RootFs::read_file(const std::string& path, std::size_t max) const {

@@ -5,6 +5,11 @@
 // links). Only reading: nothing found here is ever executed or loaded. Every file is opened
 // without blocking (a FIFO planted where a version file should be cannot stall the daemon),
 // must be a regular file, and is read up to a bound.
+//
+// A root can refuse one filesystem (the mount's own, by device): a path that leads into it, by
+// a folder, a symlink or a bind mount, is not followed, and the kernel is never asked to look
+// up a name inside it. The daemon answers its own FUSE requests: a request thread that walked
+// into its own mount would wait for the very entry it is answering (issue 21).
 
 #include <sys/types.h>
 
@@ -30,7 +35,10 @@ struct FileStamp {
 class RootFs {
  public:
   // `root` is a directory the daemon can open: "/", "/proc/1234/root", a test's folder.
-  static Expected<RootFs, std::string> open(const std::string& root);
+  // `refused`: a filesystem (st_dev) that no path is followed into; the root itself may not be
+  // on it.
+  static Expected<RootFs, std::string> open(const std::string& root,
+                                            std::optional<dev_t> refused = std::nullopt);
 
   RootFs() = default;
   ~RootFs();
@@ -55,13 +63,21 @@ class RootFs {
   std::vector<std::string> list(const std::string& dir) const;
   // The stamp of the root directory itself: two processes with the same root see one world.
   FileStamp root_stamp() const;
+  // Whether some path was not followed because it led into the refused filesystem.
+  bool met_refused() const { return met_refused_; }
 
  private:
-  explicit RootFs(int fd) : fd_(fd) {}
+  RootFs(int fd, std::optional<dev_t> refused) : fd_(fd), refused_(refused) {}
   // An fd of `path` inside the root (O_PATH unless flags say otherwise), or -1.
   int open_in(const std::string& path, int flags, bool follow_last) const;
+  // The same, one component at a time, checking the filesystem of each: for paths that cross
+  // a mount point.
+  int walk_in(const std::string& path, int flags, bool follow_last) const;
+  bool refused(int fd) const;
 
   int fd_ = -1;
+  std::optional<dev_t> refused_;
+  mutable bool met_refused_ = false;
 };
 
 // "/a/b/../c" style clean-up of an absolute path (no filesystem access): "." and ".."

@@ -86,6 +86,49 @@ TEST_F(RootFsTest, StampsChangeWithTheFile) {
   EXPECT_FALSE(root_.stamp("/missing"));
 }
 
+// The mount's own filesystem (here: /dev/shm's, standing for it) is never entered: not by a
+// path, a symlink to it, a folder on the way, nor as the root itself; other mounts on the way
+// are crossed as usual (issue 21).
+TEST(RootFsRefused, APathIntoTheRefusedFilesystemIsNotFollowed) {
+  struct stat shm {
+  }, top{};
+  if (::stat("/dev/shm", &shm) != 0 || ::stat("/", &top) != 0 || shm.st_dev == top.st_dev ||
+      ::access("/dev/shm", W_OK) != 0) {
+    GTEST_SKIP() << "needs a writable /dev/shm on a filesystem of its own";
+  }
+  const fs::path inside = fs::path("/dev/shm") / ("whfs-root-fs-" + std::to_string(::getpid()));
+  fs::create_directories(inside / "venv" / "bin");
+  write_file(inside / "venv" / "pyvenv.cfg", "home = /usr/bin\n");
+  TempDir dir;
+  fs::create_symlink(inside, dir.path() / "link");
+  write_file(dir.path() / "plain", "plain");
+
+  auto open = RootFs::open("/", shm.st_dev);
+  ASSERT_TRUE(open) << open.error();
+  const RootFs& root = *open;
+  EXPECT_EQ(root.read_file(dir.str("plain"), 100), "plain");
+  EXPECT_FALSE(root.met_refused());
+  // /proc is another mount on the way, not the refused one: crossed as usual.
+  EXPECT_TRUE(root.read_file("/proc/self/status", 1 << 20));
+  EXPECT_FALSE(root.met_refused());
+  EXPECT_FALSE(root.read_file((inside / "venv" / "pyvenv.cfg").string(), 100));
+  EXPECT_TRUE(root.met_refused());
+  EXPECT_FALSE(root.read_file(dir.str("link") + "/venv/pyvenv.cfg", 100));
+  EXPECT_FALSE(root.is_dir(dir.str("link") + "/venv"));
+  EXPECT_FALSE(root.stamp("/dev/shm"));
+  EXPECT_TRUE(root.list("/dev/shm").empty());
+  EXPECT_EQ(root.resolve(dir.str("link") + "/venv"), std::nullopt);
+  // The same paths without a refused filesystem.
+  auto plain = RootFs::open("/");
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->read_file(dir.str("link") + "/venv/pyvenv.cfg", 100), "home = /usr/bin\n");
+  // A root inside it is refused outright.
+  const auto in_root = RootFs::open(inside.string(), shm.st_dev);
+  ASSERT_FALSE(in_root);
+  EXPECT_NE(in_root.error().find("inside this mount"), std::string::npos);
+  fs::remove_all(inside);
+}
+
 TEST(NormalizePath, FoldsDotsAndSlashes) {
   EXPECT_EQ(normalize_path("/a/./b//c/../d"), "/a/b/d");
   EXPECT_EQ(normalize_path("/../.."), "/");
