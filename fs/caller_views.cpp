@@ -7,24 +7,44 @@
 namespace whfs {
 
 std::string TargetCallerViews::link(const Caller& caller) {
-  return std::string(ns::TargetsView::kTargets) + "/" + targets_.resolve(caller.pid)->key;
+  return std::string(ns::TargetsView::kTargets) + "/" +
+         targets_.resolve(caller.pid, caller.uid)->key;
+}
+
+std::optional<std::string> TargetCallerViews::link_now(const Caller& caller) {
+  const auto r = targets_.resolve(caller.pid, caller.uid, false);
+  if (!r) return std::nullopt;
+  return std::string(ns::TargetsView::kTargets) + "/" + r->key;
 }
 
 std::string TargetCallerViews::report(const Caller& caller, const std::string& key,
                                       const std::string& folder_report) {
+  return report_for(caller, key, folder_report, *targets_.resolve(caller.pid, caller.uid));
+}
+
+std::optional<std::string> TargetCallerViews::report_now(const Caller& caller,
+                                                         const std::string& key,
+                                                         const std::string& folder_report) {
+  const auto r = targets_.resolve(caller.pid, caller.uid, false);
+  if (!r) return std::nullopt;
+  return report_for(caller, key, folder_report, *r);
+}
+
+std::string TargetCallerViews::report_for(const Caller& caller, const std::string& key,
+                                          const std::string& folder_report,
+                                          const target::Resolution& r) {
   auto j = nlohmann::json::parse(folder_report, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return folder_report;
-  const auto r = targets_.resolve(caller.pid);
-  if (r->key == key) {
-    j["caller"] = r->caller;
+  if (r.key == key) {
+    j["caller"] = r.caller;
     if (key == target::CallerTargets::kUnresolved) {
-      j["why_empty"] = r->why_unresolved;
+      j["why_empty"] = r.why_unresolved;
     }
-    j["target"] = target::to_json(r->target);
+    j["target"] = target::to_json(r.target);
   } else {
     j["caller"] = {{"pid", caller.pid},
                    {"note", "this is the folder of " + key + "; the current/ of this process is " +
-                                std::string(ns::TargetsView::kTargets) + "/" + r->key}};
+                                std::string(ns::TargetsView::kTargets) + "/" + r.key}};
   }
   return j.dump(2) + "\n";
 }

@@ -20,8 +20,13 @@ class TargetCallerViews : public CallerViews {
   // other process a line naming its own folder.
   std::string report(const Caller& caller, const std::string& key,
                      const std::string& folder_report) override;
+  std::optional<std::string> link_now(const Caller& caller) override;
+  std::optional<std::string> report_now(const Caller& caller, const std::string& key,
+                                        const std::string& folder_report) override;
 
  private:
+  std::string report_for(const Caller& caller, const std::string& key,
+                         const std::string& folder_report, const target::Resolution& r);
   target::CallerTargets& targets_;
 };
 

@@ -48,16 +48,24 @@ std::string Filesystem::report_of(const ns::Node& node, const Caller& caller) {
 
 void Filesystem::per_caller_attr(const ns::Node& node, ns::Attr& attr, const Caller& caller) {
   if (!node.per_caller) return;
+  // Sizes as far as they are known now (0 until then): a link is read whole whatever its
+  // size, and a report is read with direct I/O, up to its end.
+  attr.size = 0;
+  if (callers_ == nullptr) {
+    if (node.kind != ns::NodeKind::kSymlink && node.bytes) attr.size = node.bytes->size();
+    return;
+  }
   if (node.kind == ns::NodeKind::kSymlink) {
-    attr.size = callers_ != nullptr ? callers_->link(caller).size() : 0;
-  } else {
-    attr.size = report_of(node, caller).size();
+    if (const auto l = callers_->link_now(caller)) attr.size = l->size();
+  } else if (const auto r =
+                 callers_->report_now(caller, node.key, node.bytes ? *node.bytes : std::string())) {
+    attr.size = r->size();
   }
 }
 
 Expected<ns::Attr, FsErr> Filesystem::lookup(Ino parent, const std::string& name,
                                              const Caller& caller) {
-  auto r = names_.lookup(parent, name);
+  auto r = names_.lookup(parent, name, caller.uid);
   if (!r) return unexpected(r.error());
   if (r->per_caller) {
     if (auto node = names_.node(r->ino)) per_caller_attr(**node, *r, caller);

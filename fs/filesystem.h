@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,14 @@ class CallerViews {
   // this process reads it.
   virtual std::string report(const Caller& caller, const std::string& key,
                              const std::string& folder_report) = 0;
+  // The same, only if known now; else nullopt, and the answer is being prepared for the
+  // request that follows. For the sizes in a lookup's attributes, which must never wait: the
+  // kernel holds every other process's lookup of that name until this one is answered.
+  virtual std::optional<std::string> link_now(const Caller& caller) { return link(caller); }
+  virtual std::optional<std::string> report_now(const Caller& caller, const std::string& key,
+                                                const std::string& folder_report) {
+    return report(caller, key, folder_report);
+  }
 };
 
 struct FileHandle {

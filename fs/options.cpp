@@ -137,7 +137,8 @@ Expected<void, std::string> apply_option(MountOptions& o, const std::string& ite
     }
     return {};
   }
-  if (key == "refresh" || key == "read_timeout" || key == "stall_timeout") {
+  if (key == "refresh" || key == "read_timeout" || key == "stall_timeout" ||
+      key == "caller_timeout") {
     if (auto r = need_value(); !r) return r;
     const auto d = parse_duration(value);
     if (!d) {
@@ -151,6 +152,11 @@ Expected<void, std::string> apply_option(MountOptions& o, const std::string& ite
     } else if (key == "read_timeout") {
       if (d->count() < 1) return unexpected("read_timeout must be at least 1s");
       o.read_timeout = *d;
+    } else if (key == "caller_timeout") {
+      if (d->count() < 1 || d->count() > 60) {
+        return unexpected("caller_timeout must be from 1s to 1m");
+      }
+      o.caller_timeout = *d;
     } else {
       if (d->count() < 1 || d->count() > 600) {
         return unexpected("stall_timeout must be from 1s to 10m");
@@ -301,6 +307,9 @@ Python, its torch and CUDA, the GPUs it may use; targets/KEY/ those of any targe
                       (default 30s)
   -o stall_timeout=D  a connection with no progress for D is dropped and its range asked
                       again on a fresh one (default 5s)
+  -o caller_timeout=D current/ waits at most D for a process's Python files to be read (a
+                      slow or hung filesystem in its paths), then answers targets/unresolved
+                      while the reading goes on (default 2s)
   -o streaming        serve bytes as they arrive instead of once the whole file matched its
                       hash: the first read of a large file returns sooner, but a corrupt
                       download is only found at its end, after some of its bytes may have

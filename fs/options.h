@@ -37,7 +37,8 @@ struct MountOptions {
   // A connection with no progress for this long is dropped and its range asked again on a
   // fresh one.
   std::chrono::seconds stall_timeout{5};
-  bool streaming = false;       // serve bytes before the whole file is verified (opt-in)
+  std::chrono::seconds caller_timeout{2};  // how long current/ waits for a process's files
+  bool streaming = false;                  // serve bytes before the whole file is verified (opt-in)
   bool insecure_token = false;  // send the token to a plain-http endpoint off this machine
   std::string log_file;         // where a detached daemon logs (default: syslog, else a file)
   bool dumpable = false;        // allow core dumps (they would hold the token)

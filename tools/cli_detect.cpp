@@ -66,6 +66,7 @@ int run_detect(const CommonOptions& o, const DetectOptions& d) {
   }
   target::CallerTargetsConfig config;
   config.overrides = ov;
+  config.deadline = std::chrono::minutes(1);  // no FUSE request waits on it here
   target::CallerTargets targets(config, gpus, target::host_platform());
   const pid_t pid = d.pid > 0 ? d.pid : ::getpid();
   const auto r = targets.resolve(pid);

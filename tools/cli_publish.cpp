@@ -90,6 +90,7 @@ Expected<ResolvedTarget, Failure> target_auto(const PublishOptions& o) {
   target::GpuProbeOptions probe;
   probe.cudart = ov.cudart;
   target::CallerTargetsConfig config;
+  config.deadline = std::chrono::minutes(1);  // no FUSE request waits on it here
   config.overrides = ov;
   target::CallerTargets targets(config, target::probe_gpus(probe), target::host_platform());
   const auto r = targets.resolve(::getpid());

@@ -3,6 +3,10 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <condition_variable>
+#include <cstdio>
+#include <thread>
 #include <utility>
 
 namespace whfs::target {
@@ -79,46 +83,138 @@ bool inputs_unchanged(const RootFs& root, const std::vector<Input>& inputs) {
   return true;
 }
 
+// Everything the reading threads need: they hold it, so a reading stuck on a hung filesystem
+// outlives neither its data nor the mount's shutdown (it is left behind, not waited for).
+struct CallerTargets::Core {
+  struct Interpreter {
+    PythonFacts facts;
+    Clock::time_point checked;
+    uid_t uid = 0;
+  };
+  struct Process {
+    ProcessIdentity identity;
+    std::shared_ptr<const Resolution> resolution;
+    Clock::time_point resolved;
+    uid_t uid = 0;
+  };
+  // One reading of a process's files, which any number of requests for that process wait on.
+  struct Flight {
+    std::optional<ProcessIdentity> identity;
+    std::shared_ptr<const Resolution> result;  // set once, under mu
+    std::condition_variable done;
+    // Once a request gave up on it, the next ones for that process do not wait again (a path
+    // walk asks twice, LOOKUP then READLINK: one deadline per process, not one per request).
+    std::shared_ptr<const Resolution> gave_up;
+  };
+
+  Core(CallerTargetsConfig c, GpuReport g, HostPlatform h)
+      : config(std::move(c)), host(std::move(h)), gpus(std::move(g)) {}
+
+  std::shared_ptr<const Resolution> resolve_uncached(pid_t pid);
+  std::shared_ptr<const Interpreter> interpreter(const std::string& key, const RootFs& root,
+                                                 const std::string& path,
+                                                 const CallerProcess* process);
+  void remember(pid_t pid, const std::optional<ProcessIdentity>& identity, uid_t uid,
+                std::uint64_t generation, const std::shared_ptr<const Resolution>& r,
+                Clock::time_point now);
+
+  const CallerTargetsConfig config;
+  const HostPlatform host;
+
+  mutable std::mutex mu;  // guards everything below
+  GpuReport gpus;
+  std::optional<dev_t> refused;
+  std::uint64_t generation = 0;  // bumped by set_gpus: answers of an older one are not kept
+  std::map<pid_t, Process> processes;
+  std::map<uid_t, std::size_t> processes_of;  // entries of `processes` per user
+  std::map<std::string, std::shared_ptr<const Interpreter>> interpreters;
+  std::map<pid_t, std::shared_ptr<Flight>> flights;
+  std::map<uid_t, std::size_t> in_flight_of;  // readings under way per user
+  std::size_t in_flight = 0;
+  std::shared_ptr<const Resolution> fixed;  // per_caller == false
+  CallerTargetsStats stats;
+};
+
+namespace {
+
+std::shared_ptr<const Resolution> make_unresolved(const std::string& why, nlohmann::json caller) {
+  auto r = std::make_shared<Resolution>();
+  r->key = CallerTargets::kUnresolved;
+  r->why_unresolved = why;
+  caller["key"] = CallerTargets::kUnresolved;
+  caller["why_unresolved"] = why;
+  r->caller = std::move(caller);
+  return r;
+}
+
+std::string seconds_text(std::chrono::milliseconds d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g s", static_cast<double>(d.count()) / 1000.0);
+  return buf;
+}
+
+}  // namespace
+
 CallerTargets::CallerTargets(CallerTargetsConfig config, GpuReport gpus, HostPlatform host)
-    : config_(std::move(config)), host_(std::move(host)), gpus_(std::move(gpus)) {}
+    : core_(std::make_shared<Core>(std::move(config), std::move(gpus), std::move(host))) {}
+
+const HostPlatform& CallerTargets::host() const { return core_->host; }
+
+bool CallerTargets::leads_to(const std::string& key) const {
+  std::lock_guard lock(core_->mu);
+  if (core_->fixed && core_->fixed->key == key) return true;
+  return std::any_of(core_->processes.begin(), core_->processes.end(),
+                     [&](const auto& kv) { return kv.second.resolution->key == key; });
+}
 
 GpuReport CallerTargets::gpus() const {
-  std::lock_guard lock(mu_);
-  return gpus_;
+  std::lock_guard lock(core_->mu);
+  return core_->gpus;
 }
 
 void CallerTargets::set_gpus(GpuReport gpus) {
-  std::lock_guard lock(mu_);
-  gpus_ = std::move(gpus);
-  ++generation_;
-  processes_.clear();
-  fixed_.reset();
+  std::lock_guard lock(core_->mu);
+  core_->gpus = std::move(gpus);
+  ++core_->generation;
+  core_->processes.clear();
+  core_->processes_of.clear();
+  core_->fixed.reset();
+}
+
+void CallerTargets::refuse_device(dev_t dev) {
+  std::lock_guard lock(core_->mu);
+  core_->refused = dev;
+  ++core_->generation;
+  core_->processes.clear();
+  core_->processes_of.clear();
 }
 
 CallerTargetsStats CallerTargets::stats() const {
-  std::lock_guard lock(mu_);
-  CallerTargetsStats s = stats_;
-  s.processes = processes_.size();
-  s.interpreters = interpreters_.size();
+  std::lock_guard lock(core_->mu);
+  CallerTargetsStats s = core_->stats;
+  s.processes = core_->processes.size();
+  s.interpreters = core_->interpreters.size();
+  s.in_flight = core_->in_flight;
   return s;
 }
 
 nlohmann::json CallerTargets::status_json() const {
   const CallerTargetsStats s = stats();
   const GpuReport g = gpus();
+  const auto& config = core_->config;
   nlohmann::json gpus = nlohmann::json::array();
   for (const auto& d : g.devices) {
     gpus.push_back({{"index", d.index}, {"arch", d.arch()}, {"name", d.name}, {"uuid", d.uuid}});
   }
   nlohmann::json j;
-  j["mode"] = config_.per_caller ? "per-caller" : "mount";
+  j["mode"] = config.per_caller ? "per-caller" : "mount";
   j["gpus"] = gpus;
   if (g.found()) {
     j["gpu_library"] = std::string(to_string(g.api)) + " " + g.library;
   } else {
     j["gpu_error"] = g.error;
   }
-  const auto& o = config_.overrides;
+  const auto& o = config.overrides;
   nlohmann::json ov = nlohmann::json::object();
   for (const auto& [name, value] : {std::pair<const char*, const std::string*>{"arch", &o.arch},
                                     {"torch", &o.torch},
@@ -129,97 +225,179 @@ nlohmann::json CallerTargets::status_json() const {
     if (!value->empty()) ov[name] = *value;
   }
   j["overrides"] = ov;
-  j["host"] = {{"machine", host_.machine}, {"glibc", host_.libc}};
+  j["host"] = {{"machine", core_->host.machine}, {"glibc", core_->host.libc}};
   j["resolves"] = s.resolves;
   j["process_hits"] = s.process_hits;
   j["interpreter_reads"] = s.interpreter_reads;
   j["interpreter_hits"] = s.interpreter_hits;
   j["unresolved"] = s.unresolved;
+  j["timed_out"] = s.timed_out;
+  j["refused_busy"] = s.refused;
+  j["in_flight"] = s.in_flight;
   j["cached_processes"] = s.processes;
   j["cached_interpreters"] = s.interpreters;
   return j;
 }
 
-std::shared_ptr<const Resolution> CallerTargets::unresolved(const std::string& why,
-                                                            nlohmann::json caller) {
-  auto r = std::make_shared<Resolution>();
-  r->key = kUnresolved;
-  r->why_unresolved = why;
-  caller["key"] = kUnresolved;
-  caller["why_unresolved"] = why;
-  r->caller = std::move(caller);
-  return r;
+void CallerTargets::Core::remember(pid_t pid, const std::optional<ProcessIdentity>& identity,
+                                   uid_t uid, std::uint64_t gen,
+                                   const std::shared_ptr<const Resolution>& r,
+                                   Clock::time_point now) {
+  // Under mu.
+  if (!identity || gen != generation) return;
+  auto drop = [&](auto pred) {
+    for (auto it = processes.begin(); it != processes.end();) {
+      if (pred(it->second)) {
+        --processes_of[it->second.uid];
+        it = processes.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  };
+  if (const auto it = processes.find(pid); it != processes.end()) {
+    --processes_of[it->second.uid];
+    processes.erase(it);
+  }
+  // One user's share first: its own entries go, not everyone's.
+  if (processes_of[uid] >= config.max_processes_per_uid) {
+    drop([&](const Process& p) { return p.uid == uid && now - p.resolved >= config.recheck; });
+    if (processes_of[uid] >= config.max_processes_per_uid) {
+      // Still at its bound: its oldest answer goes.
+      auto oldest = processes.end();
+      for (auto it = processes.begin(); it != processes.end(); ++it) {
+        if (it->second.uid == uid &&
+            (oldest == processes.end() || it->second.resolved < oldest->second.resolved)) {
+          oldest = it;
+        }
+      }
+      if (oldest != processes.end()) {
+        --processes_of[uid];
+        processes.erase(oldest);
+      }
+    }
+  }
+  if (processes.size() >= config.max_processes) {
+    // Drop what has not been asked for within a recheck; if that frees nothing, everything.
+    drop([&](const Process& p) { return now - p.resolved >= config.recheck; });
+    if (processes.size() >= config.max_processes) {
+      processes.clear();
+      processes_of.clear();
+    }
+  }
+  processes[pid] = Process{*identity, r, now, uid};
+  ++processes_of[uid];
 }
 
-std::shared_ptr<const Resolution> CallerTargets::resolve(pid_t pid) {
+std::shared_ptr<const Resolution> CallerTargets::resolve(pid_t pid, std::optional<uid_t> asker,
+                                                         bool wait) {
+  Core& c = *core_;
   const auto now = Clock::now();
   {
-    std::lock_guard lock(mu_);
-    ++stats_.resolves;
-    if (!config_.per_caller && fixed_) return fixed_;
+    std::lock_guard lock(c.mu);
+    ++c.stats.resolves;
+    if (!c.config.per_caller && c.fixed) return c.fixed;
   }
-  if (!config_.per_caller) {
+  if (!c.config.per_caller) {
     // The mount's own target: this daemon's environment, as `wheelhouse detect` sees its own.
-    auto r = resolve_uncached(::getpid());
-    std::lock_guard lock(mu_);
-    fixed_ = r;
+    auto r = c.resolve_uncached(::getpid());
+    std::lock_guard lock(c.mu);
+    c.fixed = r;
     return r;
   }
   if (pid <= 0) {
-    std::lock_guard lock(mu_);
-    ++stats_.unresolved;
-    return unresolved(
+    std::lock_guard lock(c.mu);
+    ++c.stats.unresolved;
+    return make_unresolved(
         "the kernel did not name the process (it runs in a PID namespace the mount cannot see, "
         "e.g. on the host while the mount runs in a container)",
         nlohmann::json::object());
   }
-  const auto identity = read_identity(pid, config_.proc);
-  std::uint64_t generation = 0;
-  {
-    std::lock_guard lock(mu_);
-    generation = generation_;
-    if (identity) {
-      const auto it = processes_.find(pid);
-      if (it != processes_.end() && it->second.identity == *identity &&
-          now - it->second.resolved < config_.recheck) {
-        ++stats_.process_hits;
-        return it->second.resolution;
+  const uid_t uid = asker.value_or(static_cast<uid_t>(-1));
+  const auto identity = read_identity(pid, c.config.proc);
+  std::unique_lock lock(c.mu);
+  if (identity) {
+    const auto it = c.processes.find(pid);
+    if (it != c.processes.end() && it->second.identity == *identity &&
+        now - it->second.resolved < c.config.recheck) {
+      ++c.stats.process_hits;
+      return it->second.resolution;
+    }
+  }
+  // A reading under way for this very process: wait for it rather than start another.
+  std::shared_ptr<Core::Flight> flight;
+  if (const auto it = c.flights.find(pid);
+      it != c.flights.end() && it->second->identity == identity) {
+    flight = it->second;
+  } else {
+    if (c.in_flight_of[uid] >= c.config.max_in_flight_per_uid ||
+        c.in_flight >= c.config.max_in_flight) {
+      ++c.stats.refused;
+      ++c.stats.unresolved;
+      const bool mine = c.in_flight_of[uid] >= c.config.max_in_flight_per_uid;
+      return make_unresolved(
+          mine ? "user " + std::to_string(uid) + " already has " +
+                     std::to_string(c.in_flight_of[uid]) +
+                     " detections under way (a slow or hung filesystem in its paths?); try again"
+               : "too many detections under way on this mount; try again",
+          {{"pid", pid}});
+    }
+    flight = std::make_shared<Core::Flight>();
+    flight->identity = identity;
+    c.flights[pid] = flight;
+    ++c.in_flight_of[uid];
+    ++c.in_flight;
+    const std::uint64_t gen = c.generation;
+    std::thread([core = core_, flight, pid, uid, gen, identity] {
+      auto r = core->resolve_uncached(pid);
+      std::lock_guard l(core->mu);
+      if (r->key == kUnresolved) ++core->stats.unresolved;
+      core->remember(pid, identity, uid, gen, r, Clock::now());
+      flight->result = std::move(r);
+      if (const auto f = core->flights.find(pid); f != core->flights.end() && f->second == flight) {
+        core->flights.erase(f);
       }
-    }
+      --core->in_flight_of[uid];
+      if (core->in_flight_of[uid] == 0) core->in_flight_of.erase(uid);
+      --core->in_flight;
+      flight->done.notify_all();
+    }).detach();
   }
-  auto r = resolve_uncached(pid);
-  std::lock_guard lock(mu_);
-  if (r->key == kUnresolved) ++stats_.unresolved;
-  if (identity && generation == generation_) {
-    if (processes_.size() >= config_.max_processes) {
-      // Drop what has not been asked for within a recheck; if that frees nothing, everything.
-      std::erase_if(processes_,
-                    [&](const auto& kv) { return now - kv.second.resolved >= config_.recheck; });
-      if (processes_.size() >= config_.max_processes) processes_.clear();
-    }
-    processes_[pid] = Process{*identity, r, now};
+  if (flight->gave_up) return flight->gave_up;
+  if (!wait) return flight->result;  // null while under way
+  if (flight->done.wait_for(lock, c.config.deadline, [&] { return flight->result != nullptr; })) {
+    return flight->result;
   }
-  return r;
+  ++c.stats.timed_out;
+  ++c.stats.unresolved;
+  if (!flight->gave_up) {
+    flight->gave_up = make_unresolved(
+        "reading this process's Python took longer than " + seconds_text(c.config.deadline) +
+            " (a slow or hung filesystem in its paths?); still trying",
+        {{"pid", pid}});
+  }
+  return flight->gave_up;
 }
 
-std::shared_ptr<const CallerTargets::Interpreter> CallerTargets::interpreter(
+std::shared_ptr<const CallerTargets::Core::Interpreter> CallerTargets::Core::interpreter(
     const std::string& key, const RootFs& root, const std::string& path,
     const CallerProcess* process) {
   const auto now = Clock::now();
+  const uid_t uid = process != nullptr ? process->credentials.uid : ::geteuid();
   std::shared_ptr<const Interpreter> cached;
   {
-    std::lock_guard lock(mu_);
-    const auto it = interpreters_.find(key);
-    if (it != interpreters_.end()) cached = it->second;
+    std::lock_guard lock(mu);
+    const auto it = interpreters.find(key);
+    if (it != interpreters.end()) cached = it->second;
   }
   if (cached &&
-      (now - cached->checked < config_.recheck || inputs_unchanged(root, cached->facts.inputs))) {
-    std::lock_guard lock(mu_);
-    ++stats_.interpreter_hits;
-    if (now - cached->checked >= config_.recheck) {
+      (now - cached->checked < config.recheck || inputs_unchanged(root, cached->facts.inputs))) {
+    std::lock_guard lock(mu);
+    ++stats.interpreter_hits;
+    if (now - cached->checked >= config.recheck) {
       auto fresh = std::make_shared<Interpreter>(*cached);
       fresh->checked = now;
-      interpreters_[key] = fresh;
+      interpreters[key] = fresh;
       return fresh;
     }
     return cached;
@@ -227,36 +405,52 @@ std::shared_ptr<const CallerTargets::Interpreter> CallerTargets::interpreter(
   auto made = std::make_shared<Interpreter>();
   made->facts = read_python_facts(root, path, process);
   made->checked = now;
+  made->uid = uid;
   spdlog::debug(
       "target: read the Python at {} ({})", path,
       made->facts.python ? "CPython " + made->facts.python->version() : made->facts.python_error);
-  std::lock_guard lock(mu_);
-  ++stats_.interpreter_reads;
-  if (interpreters_.size() >= config_.max_interpreters) interpreters_.clear();
-  interpreters_[key] = made;
+  std::lock_guard lock(mu);
+  ++stats.interpreter_reads;
+  // One user's share first (its own entries go), then everyone's.
+  std::size_t mine = 0;
+  for (const auto& [k, v] : interpreters) mine += v->uid == uid && k != key ? 1 : 0;
+  if (mine >= config.max_interpreters_per_uid) {
+    std::erase_if(interpreters, [&](const auto& kv) { return kv.second->uid == uid; });
+  }
+  if (interpreters.size() >= config.max_interpreters) {
+    std::erase_if(interpreters,
+                  [&](const auto& kv) { return now - kv.second->checked >= config.recheck; });
+    if (interpreters.size() >= config.max_interpreters) interpreters.clear();
+  }
+  interpreters[key] = made;
   return made;
 }
 
-std::shared_ptr<const Resolution> CallerTargets::resolve_uncached(pid_t pid) {
+std::shared_ptr<const Resolution> CallerTargets::Core::resolve_uncached(pid_t pid) {
   nlohmann::json caller = {{"pid", pid}};
-  auto process = read_caller(pid, config_.proc);
-  if (!process) return unresolved(process.error(), caller);
+  auto process = read_caller(pid, config.proc);
+  if (!process) return make_unresolved(process.error(), caller);
   caller["process"] = process->exe_name;
   if (!process->own_root) caller["root"] = "its own (a container or chroot)";
-  auto opened = RootFs::open(process->root_dir);
-  if (!opened) return unresolved(opened.error(), caller);
+  std::optional<dev_t> refuse;
+  {
+    std::lock_guard lock(mu);
+    refuse = refused;
+  }
+  auto opened = RootFs::open(process->root_dir, refuse);
+  if (!opened) return make_unresolved(opened.error(), caller);
   const RootFs& root = *opened;
 
   TargetFacts facts;
-  facts.host = host_;
+  facts.host = host;
   std::shared_ptr<const Interpreter> interp;
-  const auto& o = config_.overrides;
+  const auto& o = config.overrides;
   if (!needs_python(o)) {
     facts.python_error = "not read: torch, cuda and python_tag are all overridden";
   } else if (!o.python.empty()) {
     // python= is the mount owner's choice, read in the mount's world with its rights.
-    auto own = RootFs::open("/");
-    if (!own) return unresolved(own.error(), caller);
+    auto own = RootFs::open("/", refuse);
+    if (!own) return make_unresolved(own.error(), caller);
     interp = interpreter(interpreter_key(nullptr, *own, o.python), *own, o.python, nullptr);
     caller["interpreter"] = o.python;
     caller["interpreter_why"] = "the mount's python= option";
@@ -264,9 +458,9 @@ std::shared_ptr<const Resolution> CallerTargets::resolve_uncached(pid_t pid) {
     // Everything of the process's world is read with the process's own rights.
     const ActAs as(process->credentials);
     if (!as.ok()) {
-      return unresolved("cannot take on the identity of user " +
-                            std::to_string(process->credentials.uid) + " to read its files",
-                        caller);
+      return make_unresolved("cannot take on the identity of user " +
+                                 std::to_string(process->credentials.uid) + " to read its files",
+                             caller);
     }
     auto choice = choose_interpreter(*process, root);
     if (!choice) {
@@ -291,13 +485,13 @@ std::shared_ptr<const Resolution> CallerTargets::resolve_uncached(pid_t pid) {
       facts.python_error = pf.python_error;
     }
   }
-  GpuReport gpus;
+  GpuReport g;
   {
-    std::lock_guard lock(mu_);
-    gpus = gpus_;
+    std::lock_guard lock(mu);
+    g = gpus;
   }
-  const VisibleGpus visible = visible_gpus(gpus, gpu_env_of(*process));
-  facts.machine_gpus = &gpus;
+  const VisibleGpus visible = visible_gpus(g, gpu_env_of(*process));
+  facts.machine_gpus = &g;
   facts.visible = &visible;
   caller["gpus"] = visible.why;
 
@@ -305,7 +499,7 @@ std::shared_ptr<const Resolution> CallerTargets::resolve_uncached(pid_t pid) {
   r->target = compose_target(o, facts);
   const auto key = key_of(r->target);
   if (key) {
-    r->key = format_key(*key, host_);
+    r->key = format_key(*key, host);
   } else {
     r->key = kUnresolved;
     r->why_unresolved = key.error();

@@ -15,6 +15,12 @@
 // whose files' stamps are checked again at most every `recheck`: an installed or downgraded
 // torch, a recreated venv show up within that time, and a thousand reads from one venv cost one
 // reading of its files.
+//
+// A FUSE request never waits on a process's files for long: the files are read on a thread of
+// their own, and the request takes the answer if it comes within `deadline`, else "unresolved"
+// with the reason (the reading goes on and its answer is kept for the next request). A path that
+// leads into the mount itself is never followed (refuse_device). Each user has a bound on its
+// readings in flight and on its share of the caches: no user can spend them for all.
 
 #include <sys/types.h>
 
@@ -63,6 +69,12 @@ struct CallerTargetsConfig {
   std::string proc = "/proc";
   std::size_t max_processes = 4096;
   std::size_t max_interpreters = 256;
+  // How long a request waits for a process's files to be read (then: unresolved, with why).
+  std::chrono::milliseconds deadline{2000};
+  std::size_t max_in_flight_per_uid = 4;    // readings at once for one user's processes
+  std::size_t max_in_flight = 256;          // for everyone (threads stuck on a hung filesystem)
+  std::size_t max_processes_per_uid = 512;  // one user's share of the per-process cache
+  std::size_t max_interpreters_per_uid = 32;
 };
 
 // (clang-tidy 14 takes its implicit, noexcept move constructor for one that may throw.)
@@ -79,6 +91,9 @@ struct CallerTargetsStats {
   std::uint64_t interpreter_reads = 0;  // an interpreter's files read (a detection)
   std::uint64_t interpreter_hits = 0;   // an interpreter's cached facts reused
   std::uint64_t unresolved = 0;
+  std::uint64_t timed_out = 0;  // answered "unresolved" at the deadline, the reading went on
+  std::uint64_t refused = 0;    // not started: the user had too many readings in flight
+  std::size_t in_flight = 0;
   std::size_t processes = 0;
   std::size_t interpreters = 0;
 };
@@ -90,13 +105,20 @@ class CallerTargets {
   CallerTargets(CallerTargetsConfig config, GpuReport gpus, HostPlatform host);
 
   // The answer for the process `pid` (in the mount's PID namespace; 0 when the kernel could not
-  // name it).
-  std::shared_ptr<const Resolution> resolve(pid_t pid);
+  // name it), asked by user `uid` (the FUSE request's; its bounds apply). Without `wait`: the
+  // answer only if it is known now, else null (and its reading is started).
+  std::shared_ptr<const Resolution> resolve(pid_t pid, std::optional<uid_t> uid = std::nullopt,
+                                            bool wait = true);
 
   // A new probe of the GPUs (a refresh): every cached answer is dropped.
   void set_gpus(GpuReport gpus);
+  // The mount's own filesystem: no path a process names is followed into it.
+  void refuse_device(dev_t dev);
 
-  const HostPlatform& host() const { return host_; }
+  // Whether the current/ of some process answered lately leads to targets/<key>.
+  bool leads_to(const std::string& key) const;
+
+  const HostPlatform& host() const;
   GpuReport gpus() const;  // as probed at mount or the last refresh
   CallerTargetsStats stats() const;
   // For the mount's status: the GPUs, the overrides, the mode and the cache counts (never a
@@ -104,34 +126,8 @@ class CallerTargets {
   nlohmann::json status_json() const;
 
  private:
-  // No file descriptor is kept: the stamps are checked through the root of the process that
-  // asks (the same world: the root's identity is part of the key).
-  struct Interpreter {
-    PythonFacts facts;
-    Clock::time_point checked;
-  };
-  struct Process {
-    ProcessIdentity identity;
-    std::shared_ptr<const Resolution> resolution;
-    Clock::time_point resolved;
-  };
-
-  std::shared_ptr<const Resolution> resolve_uncached(pid_t pid);
-  std::shared_ptr<const Interpreter> interpreter(const std::string& key, const RootFs& root,
-                                                 const std::string& path,
-                                                 const CallerProcess* process);
-  std::shared_ptr<const Resolution> unresolved(const std::string& why, nlohmann::json caller);
-
-  const CallerTargetsConfig config_;
-  const HostPlatform host_;
-
-  mutable std::mutex mu_;  // guards everything below
-  GpuReport gpus_;
-  std::uint64_t generation_ = 0;  // bumped by set_gpus: answers of an older one are not kept
-  std::map<pid_t, Process> processes_;
-  std::map<std::string, std::shared_ptr<const Interpreter>> interpreters_;
-  std::shared_ptr<const Resolution> fixed_;  // per_caller == false
-  CallerTargetsStats stats_;
+  struct Core;  // shared with the reading threads, which may outlive a call (caller_targets.cpp)
+  std::shared_ptr<Core> core_;
 };
 
 }  // namespace whfs::target

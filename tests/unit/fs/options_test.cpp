@@ -36,8 +36,9 @@ TEST_F(OptionsTest, OwnOptionsFuseOptionsAndMountNoise) {
   auto o = parse({"org/repo", "/mnt/w", "-o",
                   "rw,nodev,nosuid,_netdev,x-systemd.automount,allow_other,revision=refs/pr/1,"
                   "cache_size=5G,refresh=10m,offline,log_level=debug,arch=sm89,torch=2.9,"
-                  "nocurrent"});
+                  "nocurrent,caller_timeout=5s"});
   ASSERT_TRUE(o) << o.error();
+  EXPECT_EQ(o->caller_timeout, std::chrono::seconds(5));
   EXPECT_EQ(o->revision, "refs/pr/1");
   EXPECT_EQ(o->cache_size, 5ull << 30);
   EXPECT_EQ(o->refresh, std::chrono::seconds(600));
@@ -59,6 +60,8 @@ TEST_F(OptionsTest, BadInputIsOneClearLine) {
       {{"-o", "cache_size=1M", "/m"}, "at least 64M"},
       {{"-o", "refresh=soon", "/m"}, "refresh must be a duration"},
       {{"-o", "refresh=5s", "/m"}, "at least 10s"},
+      {{"-o", "caller_timeout=0s", "/m"}, "caller_timeout must be from 1s to 1m"},
+      {{"-o", "caller_timeout=2h", "/m"}, "caller_timeout must be from 1s to 1m"},
       {{"-o", "endpoint=ftp://x", "/m"}, "http:// or https://"},
       {{"-o", "log_level=loud", "/m"}, "log_level must be"},
       {{"-o", "nosuchthing", "/m"}, "unknown option 'nosuchthing'"},

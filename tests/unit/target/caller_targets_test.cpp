@@ -2,6 +2,7 @@
 // /bin/true, pyvenv.cfg files and torch/version.py files), and a GPU report made by hand.
 #include "fs/target/caller_targets.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -223,6 +224,108 @@ TEST_F(CallerTargetsTest, NewGpusDropCachedAnswers) {
   EXPECT_EQ(j["mode"], "per-caller");
   EXPECT_EQ(j["gpus"].size(), 1u);
   EXPECT_FALSE(j.dump().find(dir_.str("a")) != std::string::npos);  // no process's details
+}
+
+// A fake /proc whose processes' environments are FIFOs nobody writes: reading one waits, as a
+// read on a hung filesystem would.
+class HungProc {
+ public:
+  explicit HungProc(const fs::path& dir) : dir_(dir) {}
+  void add(pid_t pid) {
+    const fs::path p = dir_ / std::to_string(pid);
+    fs::create_directories(p);
+    std::string stat = std::to_string(pid) + " (sleep) S";
+    for (int i = 0; i < 49; ++i) stat += " " + std::to_string(i == 18 ? 4242 : 1);
+    testing::write_file(p / "stat", stat + "\n");
+    fs::create_symlink("/usr/bin/sleep", p / "exe");
+    ASSERT_EQ(::mkfifo((p / "environ").c_str(), 0600), 0);
+  }
+  // Lets every reading go on (a writer comes and goes: the readers see the end of the file).
+  void release(pid_t pid) {
+    const int fd = ::open((dir_ / std::to_string(pid) / "environ").c_str(), O_WRONLY | O_NONBLOCK);
+    if (fd >= 0) ::close(fd);
+  }
+
+ private:
+  fs::path dir_;
+};
+
+// A request waits at most the deadline for a process's files, one user has a bound on its
+// readings under way, and another user is not held by it (issue 21).
+TEST_F(CallerTargetsTest, AHungReadingCostsTheDeadlineAndOneUserItsOwnBound) {
+  HungProc proc(dir_.path() / "proc");
+  for (pid_t pid = 1000; pid < 1010; ++pid) proc.add(pid);
+  CallerTargetsConfig config;
+  config.proc = dir_.str("proc");
+  config.deadline = std::chrono::milliseconds(200);
+  config.max_in_flight_per_uid = 4;
+  auto targets = make(config);
+  const auto start = std::chrono::steady_clock::now();
+  for (pid_t pid = 1000; pid < 1004; ++pid) {
+    const auto r = targets.resolve(pid, 7);
+    EXPECT_EQ(r->key, CallerTargets::kUnresolved);
+    EXPECT_NE(r->why_unresolved.find("took longer than 0.2 s"), std::string::npos)
+        << r->why_unresolved;
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+  // The same process again is answered at once from its reading under way (one deadline per
+  // process: a path walk asks twice), then the bound.
+  const auto at_once = std::chrono::steady_clock::now();
+  EXPECT_NE(targets.resolve(1000, 7)->why_unresolved.find("took longer"), std::string::npos);
+  const auto refused = targets.resolve(1004, 7);
+  EXPECT_LT(std::chrono::steady_clock::now() - at_once, std::chrono::milliseconds(100));
+  EXPECT_NE(refused->why_unresolved.find("user 7 already has 4 detections under way"),
+            std::string::npos)
+      << refused->why_unresolved;
+  // Another user is not refused for it.
+  EXPECT_NE(targets.resolve(1005, 8)->why_unresolved.find("took longer"), std::string::npos);
+  auto s = targets.stats();
+  EXPECT_EQ(s.in_flight, 5u);
+  EXPECT_EQ(s.refused, 1u);
+  EXPECT_EQ(s.timed_out, 5u);
+  // When the filesystem answers, the readings end and their answers are kept.
+  for (pid_t pid = 1000; pid < 1010; ++pid) proc.release(pid);
+  for (int i = 0; i < 200 && targets.stats().in_flight != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(targets.stats().in_flight, 0u);
+  const auto later = targets.resolve(1004, 7);
+  EXPECT_EQ(later->why_unresolved.find("detections under way"), std::string::npos);
+}
+
+// A reading left behind on a hung filesystem does not outlive what it uses: the object can go
+// (at unmount) while it waits.
+TEST_F(CallerTargetsTest, AReadingLeftBehindOutlivesNothing) {
+  HungProc proc(dir_.path() / "proc");
+  proc.add(2000);
+  {
+    CallerTargetsConfig config;
+    config.proc = dir_.str("proc");
+    config.deadline = std::chrono::milliseconds(50);
+    auto targets = make(config);
+    EXPECT_EQ(targets.resolve(2000, 7)->key, CallerTargets::kUnresolved);
+  }
+  proc.release(2000);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // ASan: no use after free
+}
+
+// One user's processes do not push everyone else's out of the per-process cache.
+TEST_F(CallerTargetsTest, TheCachesAreSharedOutPerUser) {
+  CallerTargetsConfig config;
+  config.max_processes_per_uid = 2;
+  auto targets = make(config);
+  const Sleeper a(env("a"));
+  const Sleeper b(env("b"));
+  const Sleeper c(env("b"));
+  const Sleeper d(env("a"));
+  targets.resolve(a.pid(), 7);
+  for (const auto* s : {&b, &c, &d}) targets.resolve(s->pid(), 9);  // user 9 only keeps 2
+  EXPECT_EQ(targets.stats().processes, 3u);
+  EXPECT_TRUE(targets.leads_to("sm86+sm89-torch2.9-cu128-cp312"));
+  const auto hits = targets.stats().process_hits;
+  targets.resolve(a.pid(), 7);  // user 7's answer is still there
+  EXPECT_EQ(targets.stats().process_hits, hits + 1);
+  EXPECT_FALSE(targets.leads_to("sm80-torch2.9-cu128-cp312"));
 }
 
 }  // namespace
