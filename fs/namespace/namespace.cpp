@@ -206,7 +206,54 @@ Attr Namespace::attr_of(const Node& n) const {
   return Attr{n.ino, n.is_dir(), n.size(), tree_.mtime, n.kind == NodeKind::kSymlink, n.per_caller};
 }
 
-Expected<Attr, FsErr> Namespace::lookup(Ino parent, const std::string& name) {
+std::vector<std::string> Namespace::drop_unused(
+    const std::shared_ptr<Node>& dir, const std::function<bool(const std::string&)>& pick) {
+  std::vector<std::string> names;
+  // The folder's lock is held throughout: no lookup can find (and reference) a child while it
+  // goes. A child the kernel holds no reference to has none below it either (a dentry holds
+  // its parent), so its whole subtree goes with it.
+  std::lock_guard dir_lock(dir->mu);
+  std::vector<std::shared_ptr<Node>> candidates;
+  for (const auto& [name, child] : dir->children) {
+    if (pick(name)) candidates.push_back(child);
+  }
+  std::vector<std::shared_ptr<Node>> gone;
+  for (const auto& child : candidates) {
+    {
+      std::lock_guard lock(table_mu_);
+      const auto it = inodes_.find(child->ino);
+      if (it != inodes_.end() && it->second.nlookup != 0) continue;
+    }
+    // The subtree, each folder's children read under its own lock (lock order: a node's mu
+    // before table_mu_).
+    std::vector<std::shared_ptr<Node>> todo{child};
+    while (!todo.empty()) {
+      auto n = std::move(todo.back());
+      todo.pop_back();
+      if (n->is_dir() && n != dir) {
+        std::lock_guard lock(n->mu);
+        for (const auto& [nm, c] : n->children) todo.push_back(c);
+      }
+      gone.push_back(std::move(n));
+    }
+    names.push_back(child->name);
+    dir->children.erase(child->name);
+  }
+  std::lock_guard lock(table_mu_);
+  for (const auto& n : gone) {
+    const auto it = inodes_.find(n->ino);
+    if (it == inodes_.end() || it->second.node != n) continue;  // the inode shows another node
+    if (it->second.nlookup == 0) {
+      ino_by_key_.erase(key_of(*n));
+      inodes_.erase(it);
+    } else {
+      it->second.stale = true;
+    }
+  }
+  return names;
+}
+
+Expected<Attr, FsErr> Namespace::lookup(Ino parent, const std::string& name, uid_t uid) {
   auto dir = find_node(parent);
   if (!dir) return unexpected(not_found("stale folder"));
   if (!dir->is_dir()) return unexpected(FsErr{FsErrorKind::kNotDir, name});
@@ -220,7 +267,12 @@ Expected<Attr, FsErr> Namespace::lookup(Ino parent, const std::string& name) {
   if (!child && dir->make_missing) {
     // Made outside the folder's lock (it may list folders); the first of two racing lookups
     // wins, and only the winner's nodes get inodes.
-    auto made = dir->make_missing(name);
+    MakeContext ctx;
+    ctx.uid = uid;
+    ctx.drop_unused = [this, dir](const std::function<bool(const std::string&)>& pick) {
+      return drop_unused(dir, pick);
+    };
+    auto made = dir->make_missing(name, ctx);
     if (made) {
       std::lock_guard lock(dir->mu);
       auto [it, inserted] = dir->children.emplace(name, made);

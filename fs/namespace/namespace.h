@@ -9,6 +9,8 @@
 // commit, only the folders that were listed before and whose tree id changed, carries
 // unchanged subtrees over as they are, and reports what the kernel must forget.
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -40,6 +42,17 @@ class ListingSource {
                                                          const std::string& folder) = 0;
 };
 
+struct Node;
+
+// What a folder that makes names on demand (Node::make_missing) is told of the lookup.
+struct MakeContext {
+  uid_t uid = 0;  // who looks the name up (the FUSE request's user)
+  // Drops children of the folder that `pick` names and the kernel holds no reference to
+  // (subtree and all); returns the names dropped.
+  std::function<std::vector<std::string>(const std::function<bool(const std::string&)>& pick)>
+      drop_unused;
+};
+
 enum class NodeKind : std::uint8_t { kDir, kFile, kSyntheticDir, kSyntheticFile, kSymlink };
 
 struct Node {
@@ -55,7 +68,8 @@ struct Node {
   std::function<Expected<std::vector<std::shared_ptr<Node>>, FsErr>()> generate;
   // Synthetic folders whose names are made on demand (targets/): the child for a name that is
   // not there yet, or null (ENOENT). It joins the folder's children.
-  std::function<std::shared_ptr<Node>(const std::string& name)> make_missing;
+  std::function<std::shared_ptr<Node>(const std::string& name, const MakeContext& ctx)>
+      make_missing;
   // What it shows depends on the process that asks (the current symlink, a .target report):
   // the filesystem answers its size, link and content per caller, and the kernel must not
   // keep its attributes.
@@ -113,8 +127,9 @@ class Namespace {
   std::string commit() const;
   std::int64_t mtime() const;
 
-  // Looks up a name and counts a kernel reference to the result.
-  Expected<Attr, FsErr> lookup(Ino parent, const std::string& name);
+  // Looks up a name and counts a kernel reference to the result; `uid` asks (for folders that
+  // make names on demand).
+  Expected<Attr, FsErr> lookup(Ino parent, const std::string& name, uid_t uid = 0);
   void forget(Ino ino, std::uint64_t n);
   // Counts one more kernel reference (a readdirplus entry the kernel took).
   void ref(Ino ino);
@@ -151,6 +166,8 @@ class Namespace {
   };
 
   Expected<void, FsErr> ensure_listed(const std::shared_ptr<Node>& dir);
+  std::vector<std::string> drop_unused(const std::shared_ptr<Node>& dir,
+                                       const std::function<bool(const std::string&)>& pick);
   Expected<std::map<std::string, std::shared_ptr<Node>>, FsErr> list_children(
       const std::shared_ptr<Node>& dir);
   std::shared_ptr<Node> make_child(const RemoteEntry& e, const std::string& commit);

@@ -2,7 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
-#include <atomic>
+#include <map>
+#include <mutex>
+#include <set>
 
 #include "fs/namespace/target_folder.h"
 #include "fs/target/target.h"
@@ -33,6 +35,65 @@ std::shared_ptr<Node> TargetsView::key_folder(const std::string& commit, const s
   return d;
 }
 
+// Who made which key folder of one tree, and the counts the bounds are checked against.
+struct TargetsView::Budget {
+  std::mutex mu;
+  std::map<std::string, uid_t> made_by;  // folders made for a lookup (not current/'s keys)
+  std::map<uid_t, std::size_t> per_uid;
+  std::set<uid_t> warned;  // one warning per user and tree
+  void forget(const std::vector<std::string>& names) {
+    for (const auto& n : names) {
+      const auto it = made_by.find(n);
+      if (it == made_by.end()) continue;
+      if (--per_uid[it->second] == 0) per_uid.erase(it->second);
+      made_by.erase(it);
+    }
+  }
+};
+
+std::shared_ptr<Node> TargetsView::make_key(const std::shared_ptr<Budget>& budget,
+                                            const std::string& commit, const std::string& name,
+                                            const MakeContext& ctx) {
+  auto folder = key_folder(commit, name);
+  if (!folder) return nullptr;
+  // Where a process's current/ leads is never refused, whoever spent the budget.
+  if (is_current_key_ && is_current_key_(name)) return folder;
+  const uid_t uid = ctx.uid;
+  std::unique_lock lock(budget->mu);
+  if (budget->made_by.count(name) != 0) return folder;  // a racing lookup of the same name
+  const auto over = [&] {
+    const auto it = budget->per_uid.find(uid);
+    const std::size_t mine = it == budget->per_uid.end() ? 0 : it->second;
+    return mine >= max_keys_per_uid_ || budget->made_by.size() >= max_keys_;
+  };
+  if (over() && ctx.drop_unused) {
+    // Folders nobody holds go first: this user's own when it is at its bound, else anyone's.
+    const auto it = budget->per_uid.find(uid);
+    const bool own = it != budget->per_uid.end() && it->second >= max_keys_per_uid_;
+    std::map<std::string, uid_t> made = budget->made_by;
+    lock.unlock();
+    const auto dropped = ctx.drop_unused([&](const std::string& n) {
+      const auto m = made.find(n);
+      return m != made.end() && (!own || m->second == uid);
+    });
+    lock.lock();
+    budget->forget(dropped);
+  }
+  if (over()) {
+    if (budget->warned.insert(uid).second) {
+      spdlog::warn(
+          "targets/: user {} looked up {} target keys that no process's current/ leads to, and "
+          "the kernel still holds them; more are refused until some are let go or the next "
+          "refresh ({} in all, at most {} per user)",
+          uid, budget->per_uid[uid], budget->made_by.size(), max_keys_per_uid_);
+    }
+    return nullptr;
+  }
+  budget->made_by[name] = uid;
+  ++budget->per_uid[uid];
+  return folder;
+}
+
 std::vector<std::shared_ptr<Node>> TargetsView::root_entries(const std::string& commit) {
   auto link = std::make_shared<Node>();
   link->kind = NodeKind::kSymlink;
@@ -44,20 +105,9 @@ std::vector<std::shared_ptr<Node>> TargetsView::root_entries(const std::string& 
   targets->generate = [this, commit]() -> Expected<std::vector<std::shared_ptr<Node>>, FsErr> {
     return std::vector<std::shared_ptr<Node>>{key_folder(commit, kUnresolved)};
   };
-  auto made = std::make_shared<std::atomic<std::size_t>>(0);
-  targets->make_missing = [this, commit, made](const std::string& name) -> std::shared_ptr<Node> {
-    auto folder = key_folder(commit, name);
-    if (!folder) return nullptr;
-    if (made->fetch_add(1) >= max_keys_) {
-      if (made->load() == max_keys_ + 1) {
-        spdlog::warn(
-            "targets/: {} target folders exist; new keys are refused until the next "
-            "refresh",
-            max_keys_);
-      }
-      return nullptr;
-    }
-    return folder;
+  auto budget = std::make_shared<Budget>();
+  targets->make_missing = [this, commit, budget](const std::string& name, const MakeContext& ctx) {
+    return make_key(budget, commit, name, ctx);
   };
   return {link, targets};
 }

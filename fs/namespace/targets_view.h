@@ -13,6 +13,7 @@
 // everything behind it, targets/<key>/..., is the same for everyone and fully cacheable.
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,22 +30,40 @@ class TargetsView : public SyntheticRoot {
   static constexpr const char* kTargets = "targets";
   static constexpr const char* kUnresolved = "unresolved";
 
-  // At most `max_keys` folders per tree (each a walk of the listings): a process that looks
-  // up many made-up keys cannot make the mount hold unbounded trees.
+  // Folders of keys looked up by name (each a walk of the listings) are bounded: at most
+  // `max_keys` per tree and `max_keys_per_uid` for one user, so that a process that looks up
+  // many made-up keys can neither make the mount hold unbounded trees nor spend the budget of
+  // others. A user at its bound first drops its own folders that the kernel no longer holds
+  // (nobody uses them); the keys that current/ leads to are never refused (is_current_key).
   // `metadata` (may be null) gives the index pages the wheels' METADATA.
   TargetsView(ListingSource& source, target::HostPlatform host,
-              IndexMetadataSource* metadata = nullptr, std::size_t max_keys = 1024)
-      : source_(source), host_(std::move(host)), metadata_(metadata), max_keys_(max_keys) {}
+              IndexMetadataSource* metadata = nullptr, std::size_t max_keys = 1024,
+              std::size_t max_keys_per_uid = 64)
+      : source_(source),
+        host_(std::move(host)),
+        metadata_(metadata),
+        max_keys_(max_keys),
+        max_keys_per_uid_(max_keys_per_uid) {}
 
   std::vector<std::shared_ptr<Node>> root_entries(const std::string& commit) override;
 
+  // Whether some process's current/ leads to the key now (set once, before serving).
+  void set_current_keys(std::function<bool(const std::string& key)> is_current_key) {
+    is_current_key_ = std::move(is_current_key);
+  }
+
  private:
+  struct Budget;  // one per tree (targets_view.cpp)
   std::shared_ptr<Node> key_folder(const std::string& commit, const std::string& name);
+  std::shared_ptr<Node> make_key(const std::shared_ptr<Budget>& budget, const std::string& commit,
+                                 const std::string& name, const MakeContext& ctx);
 
   ListingSource& source_;
   const target::HostPlatform host_;
   IndexMetadataSource* const metadata_;
   const std::size_t max_keys_;
+  const std::size_t max_keys_per_uid_;
+  std::function<bool(const std::string& key)> is_current_key_;
 };
 
 }  // namespace whfs::ns

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <future>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -212,6 +213,34 @@ TEST_F(TargetsViewTest, TheNumberOfFoldersIsBounded) {
   }
   EXPECT_FALSE(names.lookup(targets->ino, "sm89-torch2.9-cu128-cp313"));
   EXPECT_TRUE(names.lookup(targets->ino, "sm89-torch2.9-cu128-cp311"));  // existing ones stay
+}
+
+// One user's made-up keys spend its own share only; the folders the kernel let go of make room
+// again; where current/ leads is never refused (issue 21).
+TEST_F(TargetsViewTest, OneUserCannotSpendTheFoldersOfAll) {
+  TargetsView view(src_, kHost, nullptr, 6, 2);
+  view.set_current_keys([](const std::string& key) { return key == "sm80-torch2.9-cu128-cp311"; });
+  Namespace names(src_, "c1", 1000);
+  names.set_synthetic_root(&view);
+  const auto targets = names.lookup(kRootIno, "targets");
+  const auto key = [](int minor) { return "sm89-torch2.9-cu128-cp3" + std::to_string(minor); };
+  ASSERT_TRUE(names.lookup(targets->ino, key(10), 7));
+  ASSERT_TRUE(names.lookup(targets->ino, key(11), 7));
+  EXPECT_FALSE(names.lookup(targets->ino, key(12), 7));  // user 7's share is spent
+  EXPECT_TRUE(names.lookup(targets->ino, key(12), 8));   // user 8's is not
+  EXPECT_TRUE(names.lookup(targets->ino, "sm80-torch2.9-cu128-cp311", 7));  // current/'s
+  // The kernel forgets one of user 7's folders: it goes, and makes room for another.
+  const auto ten = names.lookup(targets->ino, key(10), 7);
+  ASSERT_TRUE(ten);
+  names.forget(ten->ino, 2);
+  const std::size_t before = names.inode_count();
+  EXPECT_TRUE(names.lookup(targets->ino, key(13), 7));
+  EXPECT_LE(names.inode_count(), before);  // the old folder's inodes went with it
+  const auto listed = ls(names, targets->ino);
+  EXPECT_EQ(std::count(listed.begin(), listed.end(), key(10)), 0);
+  EXPECT_EQ(std::count(listed.begin(), listed.end(), key(11)), 1);
+  // Looked up again later, it is made anew (its share permitting).
+  EXPECT_FALSE(names.lookup(targets->ino, key(10), 7));
 }
 
 TEST_F(TargetsViewTest, RacingLookupsOfANewKeyGetOneFolder) {
