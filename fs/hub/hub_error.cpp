@@ -121,4 +121,9 @@ HubError response_error(const HttpResponse& resp, const std::string& what, bool 
   return e;
 }
 
+bool unreachable(const HubError& e) {
+  return e.kind == HubErrorKind::kUnavailable || e.kind == HubErrorKind::kTimeout ||
+         e.kind == HubErrorKind::kRateLimited;
+}
+
 }  // namespace whfs::hub

@@ -39,6 +39,10 @@ struct HubError {
 // Filesystem::convert.)
 FsErr to_fs_error(const HubError& e);
 
+// Whether the Hub could not be reached (or would not answer in time): what an offline fallback
+// stands in for, as opposed to an answer (not found, refused).
+bool unreachable(const HubError& e);
+
 // The error an HTTP answer of the Hub stands for (401, 403, 404 with its X-Error-Code, 416,
 // 429, 5xx ...), in one sentence that starts with `what`; `sent_token` tells a private repo
 // from a missing one in the words.

@@ -10,13 +10,20 @@
 //                                        (with a valid block checksum), leaving its record
 //                                        "verified": what a hostile writer could do
 //   make-fixture OUT                     writes the golden fixture to OUT/data.mdb
+//   plant-listing DIR ENDPOINT REPO COMMIT PATH FILE
+//                                        rewrites the cached listing of PATH's folder so that
+//                                        PATH has FILE's sha256 and size, and stores FILE's
+//                                        bytes as that content, verified: a listing and blocks
+//                                        that agree, as a hostile writer could leave them
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -208,6 +215,41 @@ int make_fixture(const std::filesystem::path& out) {
   return 0;
 }
 
+int plant_listing(const std::string& dir, const std::string& endpoint, const std::string& repo,
+                  const std::string& commit, const std::string& path, const std::string& file) {
+  whfs::cache::Options o;
+  o.dir = dir;
+  o.cap_bytes = 0;  // keep the cache's own
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) return fail("stat " + dir);
+  if (st.st_uid != ::geteuid()) o.access.group = st.st_gid;  // a member of its group
+  auto c = BlockCache::open(o);
+  if (!c) return fail("open: " + c.error().message);
+  const auto slash = path.rfind('/');
+  const std::string folder = slash == std::string::npos ? "" : path.substr(0, slash);
+  auto listing = (*c)->get_listing(endpoint, repo, commit, folder);
+  if (!listing || !*listing) return fail("no cached listing of \"" + folder + "\"");
+  std::ifstream in(file, std::ios::binary);
+  std::ostringstream read;
+  read << in.rdbuf();
+  const std::string text = read.str();
+  const auto bytes = std::as_bytes(std::span(text));
+  const ContentId id = t::sha256_of(bytes);
+  bool found = false;
+  for (auto& e : **listing) {
+    if (e.path != path) continue;
+    e.lfs_sha256 = id.hex();
+    e.size = bytes.size();
+    found = true;
+  }
+  if (!found) return fail("no " + path + " in the cached listing");
+  if (!(*c)->put_listing(endpoint, repo, commit, folder, **listing)) return fail("put_listing");
+  t::put_all(**c, id, bytes);
+  if (!(*c)->verify_content(id, bytes.size())) return fail("verify");
+  std::printf("planted %s as %s\n", path.c_str(), id.to_string().c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -224,6 +266,9 @@ int main(int argc, char** argv) {
   }
   if (a.size() == 5 && a[0] == "plant") {
     return plant(a[1], a[2], std::stoull(a[3]), static_cast<std::uint32_t>(std::stoul(a[4])));
+  }
+  if (a.size() == 7 && a[0] == "plant-listing") {
+    return plant_listing(a[1], a[2], a[3], a[4], a[5], a[6]);
   }
   std::fprintf(stderr, "usage: see the comment at the top of cache_test_helper.cpp\n");
   return 2;

@@ -140,5 +140,55 @@ TEST_F(ListingSourceTest, AHugeSubtreeIsListedOneFolderAtATime) {
   EXPECT_EQ(store.listings.count({"https://hub.example", "org/repo", commit, "pkg"}), 0u);
 }
 
+// A cache others can write (group-shared, a read-only tier someone else made) holds listings
+// that are hints: the Hub's answer decides each file's hash, one subtree call still serves
+// every folder in it, and the cached copy is used only when the Hub cannot be reached
+// (issue 21).
+std::string sha_of(const std::vector<RemoteEntry>& entries, const std::string& path) {
+  for (const auto& e : entries) {
+    if (e.path == path) return e.lfs_sha256;
+  }
+  return "missing";
+}
+
+TEST_F(ListingSourceTest, AListingOthersCouldHaveWrittenIsAskedOfTheHub) {
+  ASSERT_TRUE(source.list(commit, ""));
+  // Someone who can write the cache gives pkg/a.whl another hash.
+  auto& planted = store.listings[{"https://hub.example", "org/repo", commit, "pkg"}];
+  for (auto& e : planted) {
+    if (e.path == "pkg/a.whl") e.lfs_sha256 = std::string(64, 'e');
+  }
+  CachedListingSource trusting(hub, store, "https://hub.example", "org/repo", 5s);
+  auto believed = trusting.list(commit, "pkg");
+  ASSERT_TRUE(believed);
+  EXPECT_EQ(sha_of(*believed, "pkg/a.whl"), std::string(64, 'e'));  // the private cache's rule
+
+  hub.calls = 0;
+  CachedListingSource wary(hub, store, "https://hub.example", "org/repo", 5s, 100, false);
+  auto root = wary.list(commit, "");
+  ASSERT_TRUE(root);
+  auto pkg = wary.list(commit, "pkg");
+  ASSERT_TRUE(pkg);
+  EXPECT_EQ(sha_of(*pkg, "pkg/a.whl"), "");
+  EXPECT_TRUE(wary.list(commit, "pkg/sub"));
+  EXPECT_EQ(hub.calls, 1);  // the root's subtree call served its folders too
+  // The Hub's listing went back into the cache in place of the planted one.
+  EXPECT_EQ(sha_of(store.listings[{"https://hub.example", "org/repo", commit, "pkg"}], "pkg/a.whl"),
+            "");
+
+  // With the Hub out of reach, the cached copy is all there is (offline trusts the writers).
+  for (auto& e : planted) {
+    if (e.path == "pkg/a.whl") e.lfs_sha256 = std::string(64, 'e');
+  }
+  hub.down = true;
+  CachedListingSource cut_off(hub, store, "https://hub.example", "org/repo", 5s, 100, false);
+  auto fallback = cut_off.list(commit, "pkg");
+  ASSERT_TRUE(fallback);
+  EXPECT_EQ(sha_of(*fallback, "pkg/a.whl"), std::string(64, 'e'));
+  // Nothing cached and no Hub: an error, as before.
+  auto none = cut_off.list(std::string(40, 'b'), "pkg");
+  ASSERT_FALSE(none);
+}
+
 }  // namespace
 }  // namespace whfs
