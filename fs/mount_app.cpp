@@ -47,11 +47,6 @@ std::int64_t parse_iso8601(const std::string& s) {
   return timegm(&tm);
 }
 
-bool network_failure(const hub::HubError& e) {
-  using K = hub::HubErrorKind;
-  return e.kind == K::kUnavailable || e.kind == K::kTimeout || e.kind == K::kRateLimited;
-}
-
 class MountApp {
  public:
   MountApp(const MountOptions& o, const StartupHooks& hooks) : o_(o), hooks_(hooks) {}
@@ -110,17 +105,25 @@ class MountApp {
                       : hub::make_hub_client(hub_config(o_, endpoint_, repo_));
     if (auto r = resolve_at_mount(); !r) return r;
 
-    listings_ = std::make_unique<CachedListingSource>(*hub_, *cache_, endpoint_, repo_.id, 60s);
+    // A listing decides which bytes are right: one that another user could have written (a
+    // group-shared or read-only cache) is re-listed from the Hub (issue 21).
+    const bool own_listings = o_.cache_trusted || (o_.cache_group.empty() &&
+                                                   o_.cache_upper.empty() && !cache_->read_only());
+    listings_ = std::make_unique<CachedListingSource>(*hub_, *cache_, endpoint_, repo_.id, 60s, 100,
+                                                      own_listings);
     reader_ = std::make_unique<reader::Reader>(*cache_, *hub_, reader_config(o_));
     target::CallerTargetsConfig tc;
     tc.overrides = o_.target;
     tc.per_caller = o_.current_per_caller;
+    tc.deadline = o_.caller_timeout;
     callers_ =
         std::make_unique<target::CallerTargets>(tc, std::move(gpus), target::host_platform());
     views_ = std::make_unique<TargetCallerViews>(*callers_);
     wheel_meta_ = std::make_unique<index::WheelMetadataService>(*reader_, *cache_, o_.read_timeout);
     index_meta_ = std::make_unique<index::WheelIndexMetadata>(*wheel_meta_);
     targets_ = std::make_unique<ns::TargetsView>(*listings_, callers_->host(), index_meta_.get());
+    targets_->set_current_keys(
+        [callers = callers_.get()](const std::string& key) { return callers->leads_to(key); });
     names_ = std::make_unique<ns::Namespace>(*listings_, commit_, mtime_);
     if (o_.current) names_->set_synthetic_root(targets_.get());
     fs_ = std::make_unique<Filesystem>(
@@ -136,6 +139,15 @@ class MountApp {
     auto m = fuse::FuseMount::mount(*fs_, fuse_config(o_, repo_.id));
     if (!m) return unexpected(m.error());
     fuse_ = std::move(m).value();
+    // No path a caller names is followed back into this mount (issue 21): a request thread
+    // would wait for the very entry it is answering.
+    if (const auto dev = fuse_->device()) {
+      callers_->refuse_device(*dev);
+    } else {
+      spdlog::warn(
+          "cannot tell this mount's device: paths that callers name are not checked "
+          "for leading back into it");
+    }
     // Streaming readers may have been handed bytes of a download that then failed its hash:
     // the kernel drops its pages of that content. Not on the thread that found it, which may
     // be a FUSE request thread the kernel waits on while it holds those very pages.
@@ -162,7 +174,7 @@ class MountApp {
         mtime_ = mtime_of(*rev);
         return {};
       }
-      if (!network_failure(rev.error())) {
+      if (!hub::unreachable(rev.error())) {
         return unexpected("cannot resolve " + repo_.id + "@" + o_.revision + " at " + endpoint_ +
                           ": " + rev.error().describe());
       }
@@ -320,6 +332,13 @@ class MountApp {
     if (o_.current) {
       target::GpuReport gpus = probe_gpus();
       const auto before = callers_->gpus();
+      if (!gpus.found() && before.found() && o_.target.arch.empty()) {
+        // A probe that fails (a driver being reloaded, a library replaced mid-update) does
+        // not take the GPUs away from every caller: the last good probe stays (issue 21).
+        spdlog::warn("refresh: the GPU probe failed ({}); keeping the GPUs found before: {}",
+                     gpus.error, gpu_summary());
+        gpus = before;
+      }
       const bool changed = target::arch_set(gpus.devices) != target::arch_set(before.devices) ||
                            gpus.devices.size() != before.devices.size();
       callers_->set_gpus(std::move(gpus));
