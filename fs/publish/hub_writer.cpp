@@ -53,21 +53,6 @@ std::string hub_message(const HttpResponse& r) {
   return m;
 }
 
-// A file opened for the uploads of one object.
-class ReadFd {
- public:
-  explicit ReadFd(const std::filesystem::path& p) : fd_(::open(p.c_str(), O_RDONLY | O_CLOEXEC)) {}
-  ~ReadFd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  ReadFd(const ReadFd&) = delete;
-  ReadFd& operator=(const ReadFd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 }  // namespace
 
 struct HubWriter::Step {
@@ -339,19 +324,13 @@ Expected<void, PublishError> HubWriter::multipart(const BatchAnswer& object, int
   return {};
 }
 
-Expected<void, PublishError> HubWriter::upload(const BatchAnswer& object,
-                                               const std::filesystem::path& local,
+Expected<void, PublishError> HubWriter::upload(const BatchAnswer& object, const CheckedFile& file,
                                                const std::string& name) {
   if (object.stored) return {};
-  const ReadFd fd(local);
-  if (fd.get() < 0) {
-    return unexpected(failed(local.string() + ": cannot open it: " +
-                             std::error_code(errno, std::generic_category()).message()));
-  }
   if (object.chunk_size == 0) {
-    auto etag = put(object.href, fd.get(), 0, object.size, "upload of " + name);
+    auto etag = put(object.href, file.fd(), 0, object.size, "upload of " + name);
     if (!etag) return unexpected(std::move(etag).error());
-  } else if (auto ok = multipart(object, fd.get(), name); !ok) {
+  } else if (auto ok = multipart(object, file.fd(), name); !ok) {
     return ok;
   }
   if (object.verify_href.empty()) return {};

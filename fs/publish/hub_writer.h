@@ -23,6 +23,7 @@
 #include "fs/hub/retry.h"
 #include "fs/hub/token.h"
 #include "fs/hub/url.h"
+#include "fs/publish/checked_file.h"
 #include "fs/publish/publish_error.h"
 #include "fs/publish/write_api.h"
 
@@ -61,8 +62,8 @@ class HubWriter {
       const std::string& revision, const std::vector<PreuploadFile>& files);
   Expected<std::vector<BatchAnswer>, PublishError> batch(const std::string& revision,
                                                          const std::vector<LfsObject>& objects);
-  // Sends the object's bytes from `local` as the batch answer says, then verifies it.
-  Expected<void, PublishError> upload(const BatchAnswer& object, const std::filesystem::path& local,
+  // Sends the object's bytes from `file` as the batch answer says, then verifies it.
+  Expected<void, PublishError> upload(const BatchAnswer& object, const CheckedFile& file,
                                       const std::string& name);
   // kStale when the branch moved since `payload`'s parent commit.
   Expected<CommitAnswer, PublishError> commit(const std::string& revision,

@@ -1,9 +1,10 @@
 #include "fs/publish/publisher.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
+#include <cerrno>
 #include <map>
 #include <set>
 
@@ -50,14 +51,26 @@ bool to_send(const Decision& d) {
   return d.action == Action::kUpload || d.action == Action::kReplace;
 }
 
-// A regular (non-LFS) file travels inside the commit; the Hub takes those up to 10 MiB.
-Expected<std::string, PublishError> read_whole(const std::filesystem::path& p, std::uint64_t size) {
+// A regular (non-LFS) file travels inside the commit; the Hub takes those up to 10 MiB. Read
+// from the file that was checked.
+Expected<std::string, PublishError> read_whole(const CheckedFile& f, std::uint64_t size) {
   std::string data(static_cast<std::size_t>(size), '\0');
-  std::ifstream in(p, std::ios::binary);
-  if (!in.read(data.data(), static_cast<std::streamsize>(data.size()))) {
-    return unexpected(PublishError{Kind::kFailed, p.string() + ": cannot read it"});
+  std::size_t got = 0;
+  while (got < data.size()) {
+    const ssize_t n =
+        ::pread(f.fd(), data.data() + got, data.size() - got, static_cast<off_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      return unexpected(PublishError{Kind::kFailed, f.path().string() + ": cannot read it"});
+    got += static_cast<std::size_t>(n);
   }
   return data;
+}
+
+// The checked copy is still what was checked.
+Expected<void, PublishError> unchanged(const CheckedFile& f) {
+  if (auto why = f.changed(); !why.empty()) return unexpected(PublishError{Kind::kFailed, why});
+  return {};
 }
 
 }  // namespace
@@ -158,7 +171,7 @@ Expected<std::optional<CommitAnswer>, PublishError> Publisher::send(
     }
     CommitFile f{item.path, c.size, c.sha256, a.lfs, ""};
     if (!a.lfs) {
-      auto data = read_whole(item.wheel.local, c.size);
+      auto data = read_whole(*item.wheel.file, c.size);
       if (!data) return unexpected(std::move(data).error());
       f.content = std::move(*data);
     } else {
@@ -168,6 +181,13 @@ Expected<std::optional<CommitAnswer>, PublishError> Publisher::send(
   }
   if (commit_files.empty()) return std::optional<CommitAnswer>();
   if (auto up = upload_lfs(lfs, request.revision); !up) return unexpected(std::move(up).error());
+  // Nothing is committed unless every file is still the one that was checked and sent.
+  for (const auto* item : lfs) {
+    if (auto ok = unchanged(*item->wheel.file); !ok) return unexpected(std::move(ok).error());
+  }
+  for (const auto& item : items) {
+    if (auto ok = unchanged(*item.wheel.file); !ok) return unexpected(std::move(ok).error());
+  }
   const std::string payload =
       commit_payload(CommitHeader{request.summary, request.description, s.head}, commit_files);
   auto c = writer_.commit(request.revision, payload);
@@ -192,7 +212,8 @@ Expected<void, PublishError> Publisher::upload_lfs(const std::vector<const Publi
     auto answers = writer_.batch(revision, objects);
     if (!answers) return unexpected(std::move(answers).error());
     for (std::size_t k = at; k < end; ++k) {
-      auto up = writer_.upload((*answers)[k - at], distinct[k]->wheel.local, distinct[k]->path);
+      if (auto ok = unchanged(*distinct[k]->wheel.file); !ok) return ok;
+      auto up = writer_.upload((*answers)[k - at], *distinct[k]->wheel.file, distinct[k]->path);
       if (!up) return up;
     }
   }

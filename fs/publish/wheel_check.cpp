@@ -36,22 +36,13 @@ std::string errno_text() { return std::error_code(errno, std::generic_category()
 class LocalFile {
  public:
   static Expected<LocalFile, std::string> open(const std::filesystem::path& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return unexpected("cannot open it: " + errno_text());
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      ::close(fd);
-      return unexpected(std::string("not a regular file"));
-    }
-    return LocalFile(fd, static_cast<std::uint64_t>(st.st_size));
-  }
-  LocalFile(LocalFile&& o) noexcept : fd_(std::exchange(o.fd_, -1)), size_(o.size_) {}
-  LocalFile& operator=(LocalFile&&) = delete;
-  ~LocalFile() {
-    if (fd_ >= 0) ::close(fd_);
+    auto f = CheckedFile::open(path);
+    if (!f) return unexpected(f.error());
+    return LocalFile(std::move(*f));
   }
 
   std::uint64_t size() const { return size_; }
+  const std::shared_ptr<const CheckedFile>& file() const { return file_; }
 
   Expected<std::string, std::string> read(std::uint64_t offset, std::uint64_t length) const {
     if (offset > size_ || length > size_ - offset) {
@@ -71,7 +62,9 @@ class LocalFile {
   }
 
  private:
-  LocalFile(int fd, std::uint64_t size) : fd_(fd), size_(size) {}
+  explicit LocalFile(std::shared_ptr<const CheckedFile> f)
+      : file_(std::move(f)), fd_(file_->fd()), size_(file_->size()) {}
+  std::shared_ptr<const CheckedFile> file_;
   int fd_;
   std::uint64_t size_;
 };
@@ -285,6 +278,7 @@ Expected<WheelFacts, std::string> inspect(const std::filesystem::path& path, Whe
                             : check_record(*file, *entries, record->name, *text);
     if (!ok) return unexpected(ok.error());
   }
+  facts.file = file->file();
   facts.members = static_cast<std::size_t>(std::count_if(
       entries->begin(), entries->end(), [](const ZipEntry& e) { return !e.name.ends_with('/'); }));
   return facts;

@@ -8,9 +8,11 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 
 #include "fs/common/expected.h"
+#include "fs/publish/checked_file.h"
 #include "fs/target/wheel_name.h"
 
 namespace whfs::publish {
@@ -25,6 +27,7 @@ struct Content {
 
 struct WheelFacts {
   std::filesystem::path local;
+  std::shared_ptr<const CheckedFile> file;  // the open file that was checked (and is uploaded)
   std::string file_name;
   target::WheelName name;
   Content content;

@@ -44,7 +44,7 @@ class HubWriterTest : public ::testing::Test {
     EXPECT_TRUE((*modes)[0].lfs);  // a zip holds NUL bytes: binary, so LFS
     auto batch = w.batch("main", {{f.content.sha256, f.content.size}});
     if (!batch) return unexpected(batch.error());
-    if (auto up = w.upload((*batch)[0], f.local, path); !up) return unexpected(up.error());
+    if (auto up = w.upload((*batch)[0], *f.file, path); !up) return unexpected(up.error());
     return w.commit("main", commit_payload({"Publish", "", parent},
                                            {{path, f.content.size, f.content.sha256, true, ""}}));
   }

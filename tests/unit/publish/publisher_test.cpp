@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <filesystem>
+
 #include "tests/unit/publish/emulator.h"
 
 namespace whfs::publish {
@@ -48,8 +51,10 @@ class PublisherTest : public ::testing::Test {
 test::Emulator* PublisherTest::emu_ = nullptr;
 
 TEST_F(PublisherTest, PublishedOnceThenNothingToDo) {
-  const std::vector<PublishItem> items = {item("1.0", "one"),
-                                          item("1.0", "one", "demo_pkg/sm80/torch2.9-cu128")};
+  const PublishItem one = item("1.0", "one");
+  PublishItem two = one;  // the same file, checked once, for a second folder
+  two.path = "demo_pkg/sm80/torch2.9-cu128/" + one.wheel.file_name;
+  const std::vector<PublishItem> items = {one, two};
   const std::string before = emu_->head();
   auto r = run(items);
   ASSERT_TRUE(r) << r.error().message;
@@ -65,6 +70,38 @@ TEST_F(PublisherTest, PublishedOnceThenNothingToDo) {
   EXPECT_FALSE(again->commit);
   for (const auto& d : again->survey.decisions) EXPECT_EQ(d.action, Action::kSame);
   EXPECT_TRUE(emu_->ops("preupload").empty());  // reads only
+}
+
+// What is sent is the file that was checked: a wheel replaced at its path after the check is
+// not read by name (the checked file is sent), and one written into after the check is
+// refused before anything is committed (issue 21).
+TEST_F(PublisherTest, TheCheckedCopyIsTheOneSent) {
+  PublishItem swapped = item("4.0", "checked");
+  const auto path = swapped.wheel.local;
+  // Another file renamed over the path: the open file is still the checked one.
+  const auto other = test::write_wheel(
+      dir_.path(), "other.whl",
+      test::wheel_members("demo_pkg", "4.0", "py3-none-any", "not the one checked"));
+  std::filesystem::rename(other, path);
+  auto r = run({swapped});
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_TRUE(r->commit);
+  const auto put = emu_->ops("storage-put");
+  ASSERT_EQ(put.size(), 1u);
+  const std::string head = emu_->head();
+
+  PublishItem written = item("4.1", "checked too");
+  {
+    std::FILE* f = std::fopen(written.wheel.local.c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    std::fputs("PK", f);  // the same bytes, written again: the file changed all the same
+    std::fclose(f);
+  }
+  auto refused = run({written});
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("changed after it was checked"), std::string::npos)
+      << refused.error().message;
+  EXPECT_EQ(emu_->head(), head);  // nothing committed
 }
 
 TEST_F(PublisherTest, AnotherFileThereIsRefusedUnlessReplacing) {
