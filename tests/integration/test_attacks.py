@@ -1,0 +1,324 @@
+#!/usr/bin/env python3
+"""Mounted tests of issue #21: what a hostile local user can try against a root daemon with
+allow_other, done as a real second user (created here) of a real mount.
+
+- Reentrant: caller paths that lead back into the mount itself (VIRTUAL_ENV, PATH, a symlink,
+  a chroot-like root) are never followed, and 400 threads of one user doing so leave the mount
+  answering everyone; a caller path on a hung FUSE filesystem (a second, stopped mount) costs
+  that caller the deadline, and the mount stays free for everyone else.
+- TargetBudgets: one user looking up a thousand made-up target keys does not refuse anyone
+  else's, nor the keys that current/ leads to.
+- PlantedListings: a listing plus matching "verified" blocks planted by a member of the cache's
+  group, or by the writer of a read-only lower tier, is not believed: the Hub's bytes are served.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import mounttest
+from mounttest import MountedTestCase, sha256_file, wait_for
+from test_callers import activated, real_venv
+
+FAKE_CUDART = os.path.join(mounttest.BUILD_DIR, "tests", "unit", "target", "libfake_cudart.so")
+HELPER = os.path.join(mounttest.BUILD_DIR, "tests", "unit", "cache", "cache_test_helper")
+GPUS = {"FAKE_CUDA_DEVICES": "8.9"}
+USER, UID = "whfs-hostile", 4242
+OTHER, OTHER_UID = "whfs-bystander", 4243
+GROUP = "whfs-hostile-share"
+DEADLINE = 2.0  # the mount's deadline for reading a caller's files (CallerTargetsConfig)
+
+
+def ensure_user(name, uid, groups=()):
+    if subprocess.run(["id", "-u", name], capture_output=True).returncode != 0:
+        subprocess.run(["useradd", "-u", str(uid), "-M", "-N", "-g", "nogroup", "-s",
+                        "/usr/sbin/nologin", name], check=True, capture_output=True)
+    for g in groups:
+        subprocess.run(["usermod", "-a", "-G", g, name], check=True, capture_output=True)
+
+
+def ensure_group(name):
+    if subprocess.run(["getent", "group", name], capture_output=True).returncode != 0:
+        subprocess.run(["groupadd", name], check=True, capture_output=True)
+
+
+def as_user(uid, argv, env=None, timeout=60, groups=None):
+    """Runs argv as `uid` (its gid nogroup, with `groups` or none); (returncode, out, err, s)."""
+    cmd = ["setpriv", f"--reuid={uid}", "--regid=nogroup"]
+    cmd += [f"--groups={','.join(groups)}"] if groups else ["--clear-groups"]
+    start = time.monotonic()
+    r = subprocess.run(cmd + list(argv), env=env or {"PATH": "/usr/bin:/bin"},
+                       capture_output=True, text=True, timeout=timeout)
+    return r.returncode, r.stdout, r.stderr, time.monotonic() - start
+
+
+def needs_root(test):
+    if os.geteuid() != 0 or not shutil.which("setpriv") or not shutil.which("useradd"):
+        test.skipTest("needs root, setpriv and useradd (a second user is made)")
+
+
+class Watch:
+    """`ls` of a mount as root, every 0.2 s, in the background: the slowest answer."""
+
+    def __init__(self, path):
+        self.path, self.worst, self.count, self.failed = path, 0.0, 0, []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.stop.is_set():
+            start = time.monotonic()
+            try:
+                r = subprocess.run(["ls", self.path], capture_output=True, timeout=30)
+                if r.returncode != 0:
+                    self.failed.append(r.stderr)
+            except subprocess.TimeoutExpired:
+                self.failed.append("ls timed out after 30 s")
+            self.worst = max(self.worst, time.monotonic() - start)
+            self.count += 1
+            self.stop.wait(0.2)
+
+    def done(self):
+        self.stop.set()
+        self.thread.join(timeout=60)
+        return self.worst
+
+
+class Hostile(MountedTestCase):
+    profile = "small"
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        os.chmod(cls.tmp, 0o755)
+
+    def setUp(self):
+        needs_root(self)
+        ensure_user(USER, UID)
+        ensure_user(OTHER, OTHER_UID)
+
+
+class Reentrant(Hostile):
+    def setUp(self):
+        super().setUp()
+        self.m = self.mount(env=GPUS, options=[f"cudart={FAKE_CUDART}", "allow_other"])
+        self.mnt = self.m.mountpoint
+
+    def readlink_as_user(self, env, timeout=30):
+        env = dict({"PATH": "/usr/bin:/bin"}, **env)
+        return as_user(UID, ["readlink", os.path.join(self.mnt, "current")], env, timeout)
+
+    def test_a_path_into_the_mount_is_never_followed(self):
+        link = os.path.join(self.scratch("links"), "into")
+        os.symlink(self.mnt, link)
+        hostile = {
+            "VIRTUAL_ENV into current": {"VIRTUAL_ENV": f"{self.mnt}/current"},
+            "VIRTUAL_ENV the mount": {"VIRTUAL_ENV": self.mnt},
+            "PATH into current": {"PATH": f"{self.mnt}/current/bin:{self.mnt}/targets/x/bin:"
+                                          "/usr/bin:/bin"},
+            "a symlink to the mount": {"VIRTUAL_ENV": f"{link}/current"},
+            "CONDA_PREFIX into targets": {"CONDA_PREFIX": f"{self.mnt}/targets/unresolved"},
+        }
+        for what, env in hostile.items():
+            with self.subTest(what):
+                rc, out, err, took = self.readlink_as_user(env)
+                self.assertEqual(rc, 0, err)
+                self.assertEqual(out.strip(), "targets/unresolved")
+                self.assertLess(took, DEADLINE, f"{what}: {took:.2f} s")
+        env = dict({"PATH": "/usr/bin:/bin"}, VIRTUAL_ENV=f"{self.mnt}/current")
+        rc, out, err, _ = as_user(UID, ["cat", os.path.join(self.mnt, "current", ".target")], env)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("inside this mount", json.loads(out)["why_empty"])
+
+    def test_four_hundred_threads_pointing_into_the_mount_leave_it_answering(self):
+        script = (
+            "import os,sys,threading,time\n"
+            "p=sys.argv[1]; worst=[0.0]; n=[0]; lock=threading.Lock()\n"
+            "def run():\n"
+            " end=time.monotonic()+4\n"
+            " while time.monotonic()<end:\n"
+            "  t=time.monotonic(); os.readlink(p); d=time.monotonic()-t\n"
+            "  with lock: worst[0]=max(worst[0],d); n[0]+=1\n"
+            "ts=[threading.Thread(target=run) for _ in range(400)]\n"
+            "[t.start() for t in ts]; [t.join() for t in ts]\n"
+            "print(n[0], worst[0])\n")
+        env = {"PATH": "/usr/bin:/bin", "VIRTUAL_ENV": f"{self.mnt}/current"}
+        self.readlink_as_user(env)  # `current` in the kernel's cache, as the review had it
+        watch = Watch(self.mnt)
+        rc, out, err, took = as_user(UID, [sys.executable, "-c", script,
+                                           os.path.join(self.mnt, "current")], env, timeout=120)
+        worst_ls = watch.done()
+        self.assertEqual(rc, 0, err)
+        calls, worst = out.split()
+        print(f"400 threads: {calls} readlinks in {took:.1f} s, the slowest {float(worst):.3f} s; "
+              f"ls of the mount meanwhile: {watch.count} runs, the slowest {worst_ls:.3f} s")
+        self.assertEqual(watch.failed, [])
+        self.assertLess(worst_ls, 1.0)
+        self.assertLess(float(worst), DEADLINE + 1)
+        self.assertEqual(os.readlink(os.path.join(self.mnt, "current"))[:8], "targets/")
+
+    def test_a_hung_filesystem_in_a_callers_paths_costs_only_the_deadline(self):
+        hung = self.mount(name="hung", options=["allow_other"])
+        os.kill(hung.pid, signal.SIGSTOP)
+        self.addCleanup(os.kill, hung.pid, signal.SIGCONT)  # runs before its unmount
+        env = {"PATH": "/usr/bin:/bin", "VIRTUAL_ENV": hung.path("flash_attn/venv")}
+        watch = Watch(self.mnt)
+        results = [None] * 8
+
+        def one(i):
+            results[i] = self.readlink_as_user(env, timeout=60)
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(8)]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        own = time.monotonic()
+        root_view = os.readlink(os.path.join(self.mnt, "current"))  # root: its own paths
+        own = time.monotonic() - own
+        worst_ls = watch.done()
+        for rc, out, err, took in results:
+            self.assertEqual(rc, 0, err)
+            self.assertEqual(out.strip(), "targets/unresolved")
+            self.assertLess(took, DEADLINE + 1.5)
+        self.assertEqual(watch.failed, [])
+        self.assertLess(worst_ls, 1.0)
+        self.assertLess(own, 1.0)
+        self.assertTrue(root_view.startswith("targets/"))
+        t = self.m.status()["targets"]
+        print(f"8 callers into a stopped mount: the slowest answered in "
+              f"{max(r[3] for r in results):.2f} s; {t['timed_out']} timed out, "
+              f"{t['refused_busy']} refused at once, {t['in_flight']} readings stuck; "
+              f"ls meanwhile at worst {worst_ls:.3f} s")
+        self.assertGreaterEqual(t["timed_out"], 1)
+        self.assertGreaterEqual(t["refused_busy"], 1)
+        self.assertLessEqual(t["in_flight"], 4)
+        # Once that filesystem answers again, the stuck readings end.
+        os.kill(hung.pid, signal.SIGCONT)
+        self.assertTrue(wait_for(lambda: self.m.status()["targets"]["in_flight"] == 0,
+                                 timeout=30))
+
+
+KEYS = [f"sm{a}-torch2.{t}-cu{c}-cp3{p}"
+        for a in (70, 75, 80, 86, 90, 100, 120) for t in range(10)
+        for c in (118, 121, 124, 126) for p in (9, 10, 11, 12)]
+
+
+class TargetBudgets(Hostile):
+    def test_one_user_cannot_spend_the_target_folders_of_all(self):
+        venv = os.path.join(self.scratch("venv"), "venv")
+        real_venv(venv, "2.9.0+cu128", "12.8")  # current/ -> sm89-torch2.9-cu128-cp3XX
+        own = activated(venv)
+        m = self.mount(env=GPUS, options=[f"cudart={FAKE_CUDART}", "allow_other"])
+        script = ("import os,sys\nok=bad=0\nfor k in sys.argv[2:]:\n"
+                  " try: os.stat(os.path.join(sys.argv[1],'targets',k)); ok+=1\n"
+                  " except FileNotFoundError: bad+=1\nprint(ok,bad)")
+        rc, out, err, _ = as_user(UID, [sys.executable, "-c", script, m.mountpoint] + KEYS[:1100],
+                                  timeout=300)
+        self.assertEqual(rc, 0, err)
+        made, refused = map(int, out.split())
+        print(f"one user looked up 1100 made-up keys: {made} made, {refused} refused")
+        self.assertLessEqual(made, 64)
+        self.assertGreaterEqual(refused, 1100 - 64)
+        # Another user's own made-up keys, and everyone's current/, still work.
+        rc, out, err, _ = as_user(OTHER_UID, [sys.executable, "-c", script, m.mountpoint] +
+                                  KEYS[1100:1110])
+        self.assertEqual((rc, out.split()), (0, ["10", "0"]), err)
+        ls = ["ls", m.path("current/")]
+        self.assertIn("flash_attn", subprocess.run(ls, env=own, capture_output=True, text=True,
+                                                   timeout=60).stdout.split())
+        m.signal(signal.SIGHUP)
+        self.assertIn("flash_attn", subprocess.run(ls, env=own, capture_output=True, text=True,
+                                                   timeout=60).stdout.split())
+        self.assertIn("looked up", m.read_log())
+
+
+class Probe(Hostile):
+    def test_a_failed_gpu_probe_on_refresh_keeps_the_last_good_one(self):
+        lib = os.path.join(self.scratch("lib"), "libcudart.so")
+        shutil.copy(FAKE_CUDART, lib)
+        m = self.mount(env=GPUS, options=[f"cudart={lib}"])
+        before = m.status()["targets"]["gpus"]
+        self.assertEqual([g["arch"] for g in before], ["sm89"])
+        with open(lib, "wb") as f:
+            f.write(b"not a library any more")
+        m.signal(signal.SIGHUP)
+        self.assertTrue(wait_for(lambda: "the GPU probe failed" in m.read_log(), timeout=30),
+                        m.read_log())
+        self.assertEqual(m.status()["targets"]["gpus"], before)
+
+
+class PlantedListings(Hostile):
+    def setUp(self):
+        super().setUp()
+        ensure_group(GROUP)
+        ensure_user(USER, UID, groups=(GROUP,))
+        wheels = sorted((p for p in self.manifest["files"] if p.endswith(".whl")),
+                        key=lambda p: self.manifest["files"][p]["size"])
+        self.victim = wheels[len(wheels) // 2]
+        self.want = self.manifest["files"][self.victim]["sha256"]
+        self.planted = os.path.join(self.scratch("planted"), "planted.whl")
+        with open(self.planted, "wb") as f:
+            f.write(b"PK\x05\x06planted by a co-tenant " + b"\0" * 8)
+        os.chmod(self.planted, 0o644)
+        os.chmod(os.path.dirname(self.planted), 0o755)
+
+    def plant(self, cache, status, uid=None):
+        argv = [HELPER, "plant-listing", cache, status["endpoint"], mounttest.REPO,
+                status["commit"], self.victim, self.planted]
+        if uid is None:
+            r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            return r.stdout
+        rc, out, err, _ = as_user(uid, argv, groups=[GROUP])
+        self.assertEqual(rc, 0, err)
+        return out
+
+    def served(self, m):
+        return (sha256_file(m.path(self.victim)),
+                os.getxattr(m.path(self.victim), "user.wheelhouse.sha256").decode())
+
+    def test_a_listing_planted_by_a_group_member_is_not_believed(self):
+        root = self.scratch("group")
+        os.chmod(root, 0o755)
+        cache = os.path.join(root, "cache")
+        opts = [f"cache_group={GROUP}"]
+        m = self.mount(cache_dir=cache, options=opts)
+        self.assertEqual(sha256_file(m.path(self.victim)), self.want)
+        status = m.status()
+        m.unmount()
+        self.plant(cache, status, uid=UID)
+        m2 = self.mount(name="m2", cache_dir=cache, options=opts)
+        self.assertEqual(self.served(m2), (self.want, self.want))
+        self.assertIn("differs from the Hub's", m2.read_log())
+        m2.unmount()
+        # The plant was real: a daemon told to trust the cache's writers serves it (planted
+        # again: the wary daemon put the Hub's listing back).
+        self.plant(cache, status, uid=UID)
+        m3 = self.mount(name="m3", cache_dir=cache, options=opts + ["cache_trusted"])
+        got, listed = self.served(m3)
+        self.assertNotEqual(listed, self.want)
+        self.assertEqual(got, listed)
+
+    def test_a_listing_planted_in_a_read_only_tier_is_not_believed(self):
+        lower = os.path.join(self.scratch("lower"), "cache")
+        m = self.mount(cache_dir=lower)
+        self.assertEqual(sha256_file(m.path(self.victim)), self.want)
+        status = m.status()
+        m.unmount()
+        self.plant(lower, status)  # whoever made the image's cache
+        subprocess.run(["mount", "--bind", lower, lower], check=True)
+        self.addCleanup(subprocess.run, ["umount", "-l", lower], check=False)
+        subprocess.run(["mount", "-o", "remount,bind,ro", lower], check=True)
+        upper = self.scratch("upper")
+        for name, opts in (("tiered", [f"cache_upper={upper}"]), ("ro", [])):
+            with self.subTest(name):
+                m2 = self.mount(name=name, cache_dir=lower, options=opts)
+                self.assertEqual(self.served(m2), (self.want, self.want))
+                m2.unmount()
+
+
+if __name__ == "__main__":
+    mounttest.main()
