@@ -93,6 +93,15 @@ std::optional<ProcessIdentity> read_identity(pid_t pid, const std::string& proc)
   return ProcessIdentity{start_time_of(*stat), readlink_of(dir + "/exe")};
 }
 
+std::optional<pid_t> read_parent(pid_t pid, const std::string& proc) {
+  int err = 0;
+  const auto status = read_proc(proc + "/" + std::to_string(pid) + "/status", &err);
+  if (!status) return std::nullopt;
+  const auto ppid = status_numbers(*status, "PPid");
+  if (ppid.empty() || ppid[0] == 0) return std::nullopt;
+  return static_cast<pid_t>(ppid[0]);
+}
+
 ActAs::ActAs(const Credentials& who) {
   if (::geteuid() != 0 || who.uid == 0) return;
   old_uid_ = static_cast<uid_t>(::syscall(SYS_setfsuid, -1));

@@ -17,9 +17,9 @@ namespace whfs::target {
 
 // The environment variables that decide a caller's target (all others are never kept).
 inline constexpr const char* kCallerEnv[] = {
-    "VIRTUAL_ENV",       "CONDA_PREFIX",           "PATH", "PYTHONPATH",
-    "PYTHONNOUSERSITE",  "PYTHONUSERBASE",         "HOME", "CUDA_VISIBLE_DEVICES",
-    "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES",
+    "VIRTUAL_ENV",       "CONDA_PREFIX",           "PATH",          "PYTHONPATH",
+    "PYTHONNOUSERSITE",  "PYTHONUSERBASE",         "HOME",          "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES", "PYENV_VERSION", "PYENV_ROOT",
 };
 
 // Who a process is for file access: its filesystem uid and gid and its groups.
@@ -59,6 +59,9 @@ struct ProcessIdentity {
   bool operator==(const ProcessIdentity&) const = default;
 };
 std::optional<ProcessIdentity> read_identity(pid_t pid, const std::string& proc = "/proc");
+
+// The parent of a process (PPid in /proc/PID/status), or nullopt when it is gone.
+std::optional<pid_t> read_parent(pid_t pid, const std::string& proc = "/proc");
 
 // Parses NUL-separated /proc text (cmdline, environ). Pure.
 std::vector<std::string> split_nul(const std::string& text);

@@ -155,19 +155,86 @@ std::string glibc_version_in(std::string_view image) {
   return best < 0 ? "" : "2." + std::to_string(best);
 }
 
+namespace {
+
+// The first line of a pyenv version file (`.python-version`, `$PYENV_ROOT/version`): the first
+// of its names ("3.12.1", "myenv", "system"); pyenv reads several, separated by spaces or
+// newlines, and uses the first one that is installed.
+std::vector<std::string> pyenv_names(std::string_view text) {
+  std::vector<std::string> out;
+  std::string word;
+  for (const char ch : text) {
+    if (ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t' || ch == ':') {
+      if (!word.empty() && !word.starts_with('#')) out.push_back(word);
+      word.clear();
+    } else {
+      word.push_back(ch);
+    }
+  }
+  if (!word.empty() && !word.starts_with('#')) out.push_back(word);
+  return out;
+}
+
+struct PyenvChoice {
+  std::string version;  // "3.12.1", an env's name, or "system"
+  std::string from;     // "PYENV_VERSION", "/home/u/proj/.python-version", ...
+};
+
+// What pyenv itself would pick, read the way it reads it: PYENV_VERSION, else the first
+// .python-version from the working directory upwards, else $PYENV_ROOT/version, else system.
+PyenvChoice pyenv_version(const CallerProcess& p, const RootFs& root,
+                          const std::string& pyenv_root) {
+  if (const auto v = p.var("PYENV_VERSION"); v && !v->empty()) {
+    const auto names = pyenv_names(*v);
+    if (!names.empty()) return {names.front(), "PYENV_VERSION"};
+  }
+  if (!p.cwd.empty() && p.cwd.front() == '/') {
+    std::string dir = normalize_path(p.cwd);
+    for (int depth = 0; depth < 64; ++depth) {
+      const std::string file = (dir == "/" ? "" : dir) + "/.python-version";
+      if (const auto text = root.read_file(file, 4096)) {
+        const auto names = pyenv_names(*text);
+        if (!names.empty()) return {names.front(), file};
+      }
+      if (dir == "/") break;
+      dir = parent_of(dir);
+    }
+  }
+  if (const auto text = root.read_file(pyenv_root + "/version", 4096)) {
+    const auto names = pyenv_names(*text);
+    if (!names.empty()) return {names.front(), pyenv_root + "/version"};
+  }
+  return {"system", "no version set"};
+}
+
+}  // namespace
+
 Expected<InterpreterChoice, std::string> choose_interpreter(const CallerProcess& p,
                                                             const RootFs& root) {
   const std::string path_var = p.var("PATH").value_or("/usr/local/bin:/usr/bin:/bin");
+  // A pyenv shims folder met on PATH before any real python3: the shim decides at run time,
+  // from files pyenv reads, which Python runs; those files are read here instead.
+  std::optional<std::string> shims;
   // The first executable of that name on PATH, as the process would run it. Scripts are
   // passed over (a pyenv shim decides at run time which Python runs, which only running it
   // would tell).
-  auto on_path = [&](const std::string& name) -> std::optional<std::string> {
+  auto on_path = [&](const std::string& name,
+                     const std::string& after = "") -> std::optional<std::string> {
     std::size_t looked = 0;
+    bool skipping = !after.empty();
     for (const auto dir : split_nonempty(path_var, ':')) {
       if (dir.front() != '/') continue;  // a relative PATH entry: the process's cwd, skipped
       if (++looked > kMaxSearchDirs) break;
-      const std::string candidate = normalize_path(std::string(dir) + "/" + name);
-      if (root.is_executable_file(candidate) && is_elf(root, candidate)) return candidate;
+      const std::string folder = normalize_path(std::string(dir));
+      if (skipping) {
+        skipping = folder != after;
+        continue;
+      }
+      const std::string candidate = normalize_path(folder + "/" + name);
+      if (!root.is_executable_file(candidate)) continue;
+      if (is_elf(root, candidate)) return candidate;
+      if (!shims && after.empty() && base_name(folder) == "shims") shims = folder;
+      if (shims) return std::nullopt;  // what the shim would run is pyenv's choice
     }
     return std::nullopt;
   };
@@ -208,6 +275,26 @@ Expected<InterpreterChoice, std::string> choose_interpreter(const CallerProcess&
   }
   if (auto found = on_path("python3")) {
     return InterpreterChoice{*found, "the first python3 on the process's PATH"};
+  }
+  if (shims) {
+    const std::string pyenv_root = p.var("PYENV_ROOT").value_or(parent_of(*shims));
+    const PyenvChoice v = pyenv_version(p, root, pyenv_root);
+    const std::string why = "pyenv " + v.version + " (" + v.from + ")";
+    if (v.version == "system") {
+      if (auto found = on_path("python3", *shims)) {
+        return InterpreterChoice{*found, why + ": the first python3 on PATH after " + *shims};
+      }
+      return unexpected(why + ", and no python3 on the process's PATH after " + *shims);
+    }
+    if (v.version.find('/') != std::string::npos || v.version == "..") {
+      return unexpected(why + " is not a version name");
+    }
+    const std::string prefix = pyenv_root + "/versions/" + v.version;
+    for (const char* name : {"python3", "python"}) {
+      const std::string candidate = prefix + "/bin/" + name;
+      if (root.is_executable_file(candidate)) return InterpreterChoice{candidate, why};
+    }
+    return unexpected(why + ", which is not installed (no " + prefix + "/bin/python3)");
   }
   if (root.met_refused()) {
     return unexpected(
