@@ -17,6 +17,12 @@ std::optional<std::string> TargetCallerViews::link_now(const Caller& caller) {
   return std::string(ns::TargetsView::kTargets) + "/" + r->key;
 }
 
+Expected<std::string, std::string> TargetCallerViews::adopt(const Caller& caller) {
+  auto r = targets_.adopt(caller.pid, caller.uid);
+  if (!r) return unexpected(r.error());
+  return std::string(ns::TargetsView::kTargets) + "/" + (*r)->key;
+}
+
 std::string TargetCallerViews::report(const Caller& caller, const std::string& key,
                                       const std::string& folder_report) {
   return report_for(caller, key, folder_report, *targets_.resolve(caller.pid, caller.uid));

@@ -21,6 +21,7 @@ class TargetCallerViews : public CallerViews {
   std::string report(const Caller& caller, const std::string& key,
                      const std::string& folder_report) override;
   std::optional<std::string> link_now(const Caller& caller) override;
+  Expected<std::string, std::string> adopt(const Caller& caller) override;
   std::optional<std::string> report_now(const Caller& caller, const std::string& key,
                                         const std::string& folder_report) override;
 

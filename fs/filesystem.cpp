@@ -158,6 +158,7 @@ Expected<std::vector<std::string>, FsErr> Filesystem::listxattr(Ino ino) {
   if (ino == ns::kRootIno) {
     std::vector<std::string> names = {p + "repo", p + "revision", p + "commit"};
     if (status_) names.push_back(p + "status");
+    if (callers_ != nullptr) names.push_back(p + "key");
     return names;
   }
   const ns::Node& n = **node;
@@ -174,7 +175,8 @@ Expected<std::vector<std::string>, FsErr> Filesystem::listxattr(Ino ino) {
   return names;
 }
 
-Expected<std::string, FsErr> Filesystem::getxattr(Ino ino, const std::string& name) {
+Expected<std::string, FsErr> Filesystem::getxattr(Ino ino, const std::string& name,
+                                                  const Caller& caller) {
   auto node = names_.node(ino);
   if (!node) return unexpected(node.error());
   if (!name.starts_with(kXattrPrefix)) return unexpected(FsErr{FsErrorKind::kNoAttr, name});
@@ -184,6 +186,15 @@ Expected<std::string, FsErr> Filesystem::getxattr(Ino ino, const std::string& na
     if (key == "revision") return config_.revision;
     if (key == "commit") return names_.commit();
     if (key == "status" && status_) return status_();
+    if (key == "key" && callers_ != nullptr) {
+      std::string link = callers_->link(caller);
+      const auto slash = link.find('/');
+      return slash == std::string::npos ? link : link.substr(slash + 1);
+    }
+    if (key == "hint" && callers_ != nullptr) {
+      auto r = callers_->adopt(caller);
+      return r ? *r : "! " + r.error();
+    }
     return unexpected(FsErr{FsErrorKind::kNoAttr, name});
   }
   const ns::Node& n = **node;

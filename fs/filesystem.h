@@ -44,6 +44,12 @@ class CallerViews {
   // request that follows. For the sizes in a lookup's attributes, which must never wait: the
   // kernel holds every other process's lookup of that name until this one is answered.
   virtual std::optional<std::string> link_now(const Caller& caller) { return link(caller); }
+  // The shell hook's hint: the caller hands its environment to its parent (CallerTargets::
+  // adopt); the parent's link now, or why not.
+  virtual Expected<std::string, std::string> adopt(const Caller& caller) {
+    (void)caller;
+    return unexpected(std::string("this mount has no per-process current/"));
+  }
   virtual std::optional<std::string> report_now(const Caller& caller, const std::string& key,
                                                 const std::string& folder_report) {
     return report(caller, key, folder_report);
@@ -96,7 +102,10 @@ class Filesystem {
                              CancelFlag* cancel, reader::Reader::ReplyFn reply);
   void release(FileHandle& fh);
   // The value of an extended attribute (user.wheelhouse.*), and their names.
-  Expected<std::string, FsErr> getxattr(Ino ino, const std::string& name);
+  // On the root, besides the mount's facts: user.wheelhouse.key (where current/ leads the
+  // caller: the key alone) and user.wheelhouse.hint (the shell hook's channel: the caller's
+  // environment for its parent; the parent's link, or "! why" when no hint was taken).
+  Expected<std::string, FsErr> getxattr(Ino ino, const std::string& name, const Caller& caller);
   Expected<std::vector<std::string>, FsErr> listxattr(Ino ino);
   FsStats statfs();
   // The inodes that show this content (a corrupt download: the kernel must drop their pages).

@@ -300,7 +300,7 @@ void op_statfs(fuse_req_t req, fuse_ino_t) {
 
 void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
   guarded(req, "getxattr", [&] {
-    auto r = fs_of(req).getxattr(ino, name);
+    auto r = fs_of(req).getxattr(ino, name, caller_of(req));
     if (!r) return reply_error(req, r.error());
     if (size == 0) return (void)fuse_reply_xattr(req, r->size());
     if (size < r->size()) return reply_error(req, FsErr{FsErrorKind::kRange, name});

@@ -1,6 +1,8 @@
 #include "fs/target/caller_targets.h"
 
+#include <fcntl.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -97,6 +99,15 @@ struct CallerTargets::Core {
     Clock::time_point resolved;
     uid_t uid = 0;
   };
+  // What a shell hook's child said of its parent's environment (adopt()).
+  struct Hint {
+    ProcessIdentity identity;  // the parent's: the hint dies with it
+    uid_t uid = 0;
+    std::map<std::string, std::string> env;
+    std::string cwd;
+    std::string by;  // the child's program
+    std::chrono::system_clock::time_point at;
+  };
   // One reading of a process's files, which any number of requests for that process wait on.
   struct Flight {
     std::optional<ProcessIdentity> identity;
@@ -111,6 +122,7 @@ struct CallerTargets::Core {
       : config(std::move(c)), host(std::move(h)), gpus(std::move(g)) {}
 
   std::shared_ptr<const Resolution> resolve_uncached(pid_t pid);
+  std::optional<Hint> hint_for(const CallerProcess& process);
   std::shared_ptr<const Interpreter> interpreter(const std::string& key, const RootFs& root,
                                                  const std::string& path,
                                                  const CallerProcess* process);
@@ -129,6 +141,7 @@ struct CallerTargets::Core {
   std::map<uid_t, std::size_t> processes_of;  // entries of `processes` per user
   std::map<std::string, std::shared_ptr<const Interpreter>> interpreters;
   std::map<pid_t, std::shared_ptr<Flight>> flights;
+  std::map<pid_t, Hint> hints;
   std::map<uid_t, std::size_t> in_flight_of;  // readings under way per user
   std::size_t in_flight = 0;
   std::shared_ptr<const Resolution> fixed;  // per_caller == false
@@ -233,6 +246,7 @@ nlohmann::json CallerTargets::status_json() const {
   j["unresolved"] = s.unresolved;
   j["timed_out"] = s.timed_out;
   j["refused_busy"] = s.refused;
+  j["hints"] = s.hints;
   j["in_flight"] = s.in_flight;
   j["cached_processes"] = s.processes;
   j["cached_interpreters"] = s.interpreters;
@@ -379,6 +393,77 @@ std::shared_ptr<const Resolution> CallerTargets::resolve(pid_t pid, std::optiona
   return flight->gave_up;
 }
 
+Expected<std::shared_ptr<const Resolution>, std::string> CallerTargets::adopt(pid_t pid,
+                                                                              uid_t uid) {
+  Core& c = *core_;
+  if (!c.config.per_caller) return unexpected(std::string("current=mount: no per-process views"));
+  if (pid <= 0) return unexpected(std::string("the kernel did not name the process"));
+  const auto child = read_caller(pid, c.config.proc);
+  if (!child) return unexpected(child.error());
+  if (child->credentials.uid != uid) {
+    return unexpected(std::string("the process's user is not the one that asked"));
+  }
+  const auto parent_pid = read_parent(pid, c.config.proc);
+  if (!parent_pid) return unexpected(std::string("no parent process"));
+  const auto parent = read_caller(*parent_pid, c.config.proc);
+  const auto identity = read_identity(*parent_pid, c.config.proc);
+  if (!parent || !identity) return unexpected(std::string("the parent process is gone"));
+  // Only one's own processes, in the same world: a hint never names what another user runs.
+  if (parent->credentials.uid != child->credentials.uid) {
+    return unexpected("the parent process belongs to user " +
+                      std::to_string(parent->credentials.uid) + ", not " +
+                      std::to_string(child->credentials.uid));
+  }
+  if (parent->own_root != child->own_root) {
+    return unexpected(std::string("the parent process has another root"));
+  }
+  if (!parent->own_root) {
+    struct statx a {
+    }, b{};
+    const std::string pr = c.config.proc + "/" + std::to_string(*parent_pid) + "/root";
+    const std::string cr = c.config.proc + "/" + std::to_string(pid) + "/root";
+    if (::statx(AT_FDCWD, pr.c_str(), AT_STATX_DONT_SYNC, STATX_INO, &a) != 0 ||
+        ::statx(AT_FDCWD, cr.c_str(), AT_STATX_DONT_SYNC, STATX_INO, &b) != 0 ||
+        a.stx_ino != b.stx_ino || a.stx_dev_major != b.stx_dev_major ||
+        a.stx_dev_minor != b.stx_dev_minor) {
+      return unexpected(std::string("the parent process has another root"));
+    }
+  }
+  {
+    std::lock_guard lock(c.mu);
+    // One user's hints are bounded: those of processes that are gone go first.
+    std::size_t mine = 0;
+    for (const auto& [p, h] : c.hints) mine += h.uid == uid ? 1 : 0;
+    if (mine >= c.config.max_hints_per_uid) {
+      std::erase_if(c.hints, [&](const auto& kv) {
+        if (kv.second.uid != uid) return false;
+        const auto now = read_identity(kv.first, c.config.proc);
+        return !now || now->start_time != kv.second.identity.start_time;
+      });
+      mine = 0;
+      for (const auto& [p, h] : c.hints) mine += h.uid == uid ? 1 : 0;
+      if (mine >= c.config.max_hints_per_uid) {
+        return unexpected("user " + std::to_string(uid) + " has " + std::to_string(mine) +
+                          " shells with a hint already");
+      }
+    }
+    c.hints[*parent_pid] = Core::Hint{
+        *identity, uid, child->env, child->cwd, child->exe_name, std::chrono::system_clock::now()};
+    ++c.stats.hints;
+    if (const auto it = c.processes.find(*parent_pid); it != c.processes.end()) {
+      --c.processes_of[it->second.uid];
+      c.processes.erase(it);
+    }
+  }
+  // The reading starts now (the shell's next glob finds it done or under way); the hook does
+  // not wait for it.
+  auto now = resolve(*parent_pid, uid, false);
+  if (now) return now;
+  auto pending = std::make_shared<Resolution>();
+  pending->key = "(being read)";
+  return std::shared_ptr<const Resolution>(std::move(pending));
+}
+
 std::shared_ptr<const CallerTargets::Core::Interpreter> CallerTargets::Core::interpreter(
     const std::string& key, const RootFs& root, const std::string& path,
     const CallerProcess* process) {
@@ -426,11 +511,57 @@ std::shared_ptr<const CallerTargets::Core::Interpreter> CallerTargets::Core::int
   return made;
 }
 
+// The hint of the process, or of the shell it was forked from without an exec since: a shell
+// may expand a glob in a child it forked for the command (zsh does for external commands, bash
+// in pipelines and subshells), and such a child shows the same stale start-up environment.
+std::optional<CallerTargets::Core::Hint> CallerTargets::Core::hint_for(const CallerProcess& p) {
+  {
+    std::lock_guard lock(mu);
+    if (hints.empty()) return std::nullopt;
+    const auto it = hints.find(p.pid);
+    if (it != hints.end() && it->second.identity.start_time == p.start_time &&
+        it->second.uid == p.credentials.uid) {
+      return it->second;
+    }
+  }
+  const CallerProcess* child = &p;
+  std::optional<CallerProcess> parent;
+  for (int depth = 0; depth < 8; ++depth) {
+    const auto ppid = read_parent(child->pid, config.proc);
+    if (!ppid) return std::nullopt;
+    auto up = read_caller(*ppid, config.proc);
+    if (!up || up->exe_path != child->exe_path || up->env != child->env ||
+        up->credentials.uid != child->credentials.uid || up->own_root != child->own_root) {
+      return std::nullopt;  // an exec since, another user or world: not that shell's child
+    }
+    {
+      std::lock_guard lock(mu);
+      const auto it = hints.find(*ppid);
+      if (it != hints.end() && it->second.identity.start_time == up->start_time &&
+          it->second.uid == up->credentials.uid) {
+        return it->second;
+      }
+    }
+    parent = std::move(*up);
+    child = &*parent;
+  }
+  return std::nullopt;
+}
+
 std::shared_ptr<const Resolution> CallerTargets::Core::resolve_uncached(pid_t pid) {
   nlohmann::json caller = {{"pid", pid}};
   auto process = read_caller(pid, config.proc);
   if (!process) return make_unresolved(process.error(), caller);
   caller["process"] = process->exe_name;
+  if (auto hint = hint_for(*process)) {
+    // The environment its shell hook handed over: what it runs with now.
+    process->env = hint->env;
+    process->cwd = hint->cwd;
+    const auto age = std::chrono::duration_cast<std::chrono::seconds>(
+        std::chrono::system_clock::now() - hint->at);
+    caller["environment"] = "from the shell hook (" + hint->by + ", " +
+                            std::to_string(age.count()) + " s ago), not its start-up one";
+  }
   if (!process->own_root) caller["root"] = "its own (a container or chroot)";
   std::optional<dev_t> refuse;
   {

@@ -75,6 +75,7 @@ struct CallerTargetsConfig {
   std::size_t max_in_flight = 256;          // for everyone (threads stuck on a hung filesystem)
   std::size_t max_processes_per_uid = 512;  // one user's share of the per-process cache
   std::size_t max_interpreters_per_uid = 32;
+  std::size_t max_hints_per_uid = 64;  // shells with a hook, per user
 };
 
 // (clang-tidy 14 takes its implicit, noexcept move constructor for one that may throw.)
@@ -93,6 +94,7 @@ struct CallerTargetsStats {
   std::uint64_t unresolved = 0;
   std::uint64_t timed_out = 0;  // answered "unresolved" at the deadline, the reading went on
   std::uint64_t refused = 0;    // not started: the user had too many readings in flight
+  std::uint64_t hints = 0;      // environments handed over by a shell hook
   std::size_t in_flight = 0;
   std::size_t processes = 0;
   std::size_t interpreters = 0;
@@ -109,6 +111,15 @@ class CallerTargets {
   // answer only if it is known now, else null (and its reading is started).
   std::shared_ptr<const Resolution> resolve(pid_t pid, std::optional<uid_t> uid = std::nullopt,
                                             bool wait = true);
+
+  // The shell hook's channel (issue 22): process `pid` (user `uid`) hands its own environment
+  // and working directory to its parent, which then counts as having them (a shell after
+  // `source activate` keeps its start-up environment in /proc, but its children get the new
+  // one). Only a parent of the same user, in the same root; the hint lives as long as that
+  // process (pid and start time) or until the next one. The parent's answer with the hint if
+  // known at once (else its key is "(being read)": the reading has started), or why no hint
+  // was taken.
+  Expected<std::shared_ptr<const Resolution>, std::string> adopt(pid_t pid, uid_t uid);
 
   // A new probe of the GPUs (a refresh): every cached answer is dropped.
   void set_gpus(GpuReport gpus);
