@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "fs/common/expected.h"
+
 namespace whfs::cli {
 
 // 5-8: `publish` only, so that a script can tell why nothing was published.
@@ -30,6 +32,7 @@ struct CommonOptions {
 struct DetectOptions {
   pid_t pid = 0;          // the process whose target to show (0: this one, i.e. its shell's)
   bool key_only = false;  // print only the key (for scripts: targets/$(wheelhouse detect --key))
+  std::string mount;      // --key: the mount to ask (default: the only one, else /mnt/wheelhouse)
 };
 
 struct PrefetchOptions {
@@ -61,6 +64,12 @@ struct PublishOptions {
 };
 
 int run_detect(const CommonOptions& o, const DetectOptions& d);
+int run_shell_hook(const std::string& shell, const std::vector<std::string>& mounts);
+int run_pip_config(const std::string& mount);
+// The only wheelhouse mount this process sees, else /mnt/wheelhouse.
+std::string default_mount();
+// Where current/ leads this process under `mount`, as the mount answers it (its overrides too).
+Expected<std::string, std::string> key_from_mount(const std::string& mount);
 int run_publish(const PublishOptions& o);
 int run_hashes(const HashesOptions& o);
 int run_status(const std::string& mountpoint, const CommonOptions& o);

@@ -11,6 +11,7 @@
 #include "fs/target/caller_targets.h"
 #include "fs/target/gpu_probe.h"
 #include "tools/cli_commands.h"
+#include "tools/mounts.h"
 
 namespace whfs::cli {
 namespace {
@@ -23,6 +24,21 @@ const char* env_or_empty(const char* name) {
 }  // namespace
 
 int run_detect(const CommonOptions& o, const DetectOptions& d) {
+  // A script's key comes from the mount itself (its overrides, and the environment this
+  // process has now, that of the shell or script that runs it); without a mount, as below.
+  if (d.key_only && d.pid == 0 && o.target_options.empty()) {
+    const bool named = !d.mount.empty();
+    const std::string mount = named ? d.mount : default_mount();
+    if (named || !wheelhouse_mounts().empty()) {
+      auto key = key_from_mount(mount);
+      if (!key) {
+        std::fprintf(stderr, "wheelhouse: %s\n", key.error().c_str());
+        return kFailed;
+      }
+      std::printf("%s\n", key->c_str());
+      return *key != target::CallerTargets::kUnresolved ? kOk : kFailed;
+    }
+  }
   TargetOverrides ov;
   ov.arch = env_or_empty("WHEELHOUSE_ARCH");
   ov.torch = env_or_empty("WHEELHOUSE_TORCH");

@@ -20,7 +20,7 @@ pkgs=(
 if ((want_tests)); then
   pkgs+=(python3-pip python3-venv clang clang-format clang-tidy libclang-rt-14-dev systemd curl
         procps util-linux unzip psmisc
-        dpkg-dev nginx-light file)
+        dpkg-dev nginx-light file zsh python3-pexpect)
 fi
 
 missing=()

@@ -1,6 +1,8 @@
 // wheelhouse: the command-line companion of wheelhousefs.
 //
 //   wheelhouse detect [--json|--key] [--pid N] [-o arch=..]  where current/ leads, and why
+//   wheelhouse shell-hook bash|zsh|fish                      the prompt hook (eval it)
+//   wheelhouse pip-config [--mount DIR]                       a pip.conf for current/all/
 //   wheelhouse status MOUNTPOINT [--json]                a running mount's figures
 //   wheelhouse cache stats|ls|verify|evict|clear          the block cache (--cache-dir DIR)
 //   wheelhouse prefetch [--mount DIR] [--target KEY] [--current PKG]... PATH...   warm it
@@ -51,6 +53,23 @@ int run(int argc, char** argv) {
       ->delimiter(',');
 
   std::string mountpoint = "/mnt/wheelhouse";
+  detect->add_option("--mount", detect_opts.mount,
+                     "--key: ask this mount (default: the only wheelhouse mount, else "
+                     "/mnt/wheelhouse); its overrides count");
+
+  std::string hook_shell;
+  std::vector<std::string> hook_mounts;
+  auto* hook = app.add_subcommand(
+      "shell-hook", "Print the prompt hook for eval \"$(wheelhouse shell-hook bash)\"");
+  hook->add_option("SHELL", hook_shell, "bash, zsh or fish")->required();
+  hook->add_option("--mount", hook_mounts, "the mounts to tell (default: every wheelhouse mount)");
+
+  std::string pip_mount;
+  auto* pip_config = app.add_subcommand(
+      "pip-config", "Print a pip.conf that finds the wheelhouse's wheels for each venv");
+  pip_config->add_option("--mount", pip_mount,
+                         "the wheelhouse mount (default: the only one, else /mnt/wheelhouse)");
+
   auto* status = app.add_subcommand("status", "Figures of a running mount");
   status->add_option("MOUNTPOINT", mountpoint, "the mount point")->required();
   status->add_flag("--json", common.json, "JSON output");
@@ -140,6 +159,8 @@ int run(int argc, char** argv) {
   whfs::setup_logging(log_level);
   if (*detect) return run_detect(common, detect_opts);
   if (*status) return run_status(mountpoint, common);
+  if (*hook) return run_shell_hook(hook_shell, hook_mounts);
+  if (*pip_config) return run_pip_config(pip_mount);
   if (*hashes) return run_hashes(hashes_opts);
   if (*publish) return run_publish(publish_opts);
   if (*prefetch) {
