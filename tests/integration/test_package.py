@@ -60,8 +60,41 @@ class DebianPackage(unittest.TestCase):
                      "./usr/lib/systemd/system/wheelhousefs@.service",
                      "./usr/sbin/mount.fuse.wheelhousefs -> /sbin/mount.fuse3",
                      "./usr/share/doc/wheelhouse-fs/wheelhouse-fs.conf.example",
-                     "./usr/share/doc/wheelhouse-fs/site-cache/wheelhouse-site-cache.conf.template"):
+                     "./usr/share/doc/wheelhouse-fs/site-cache/wheelhouse-site-cache.conf.template",
+                     "./usr/bin/wheelhouse-hint", "./etc/profile.d/wheelhouse-fs.sh"):
             self.assertIn(path, listing)
+
+    def test_the_shell_hook_is_installed_for_every_interactive_bash_and_zsh(self):
+        control = os.path.join(self.out, "control")
+        subprocess.run(["dpkg-deb", "-e", self.deb, control], check=True)
+        with open(os.path.join(control, "conffiles")) as f:
+            self.assertIn("/etc/profile.d/wheelhouse-fs.sh", f.read().split())
+        # postinst adds one line to each shell's system rc file, prerm takes it back; run on
+        # copies bound over the real ones in a mount namespace of their own.
+        if os.geteuid() != 0 or not shutil.which("unshare"):
+            self.skipTest("needs root and unshare")
+        work = os.path.join(self.out, "rc")
+        os.makedirs(work)
+        script = ""
+        for rc in ("/etc/bash.bashrc", "/etc/zsh/zshrc"):
+            if not os.path.exists(rc):
+                continue
+            copy = os.path.join(work, os.path.basename(rc))
+            shutil.copy(rc, copy)
+            script += f"mount --bind {copy} {rc}\n"
+        if not script:
+            self.skipTest("neither bash.bashrc nor zshrc here")
+        script += (f"sh {control}/postinst configure && sh {control}/postinst configure && "
+                   f"grep -c 'wheelhouse-fs.sh  # wheelhouse-fs$' /etc/bash.bashrc > {work}/after && "
+                   f"sh {control}/prerm remove && "
+                   f"(grep -c '# wheelhouse-fs$' /etc/bash.bashrc || true) > {work}/removed\n")
+        r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-ec", script],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(os.path.join(work, "after")) as f:
+            self.assertEqual(f.read().strip(), "1")  # once, however often postinst runs
+        with open(os.path.join(work, "removed")) as f:
+            self.assertEqual(f.read().strip(), "0")
 
     def test_declares_its_debian_dependencies(self):
         fields = subprocess.run(["dpkg-deb", "-f", self.deb, "Package", "Depends", "Architecture"],

@@ -1,0 +1,266 @@
+#!/usr/bin/env python3
+"""Mounted tests of issue #22: the headline command the way people type it. A real interactive
+bash and zsh in a pseudo-terminal, with the hook of `wheelhouse shell-hook` in their rc file,
+expand current/flash_attn/*.whl themselves (the shell's own glob, answered for the shell's
+process) after `source activate`, `deactivate` and another venv, a conda-style env, pyenv shims
+with PYENV_VERSION and with .python-version; a Python interpreter then opens those names. A
+script uses `wheelhouse detect --key`; pip with `wheelhouse pip-config` takes the wheel over a
+newer sdist; hints that name another user's process, a FIFO, or a hung path change nothing else.
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import mounttest
+from mounttest import MountedTestCase
+from test_callers import PY, PYTHON, TAG, fake_torch, layout_venv, real_venv
+
+try:
+    import pexpect
+except ImportError:  # tools/setup.sh --tests installs python3-pexpect
+    pexpect = None
+
+FAKE_CUDART = os.path.join(mounttest.BUILD_DIR, "tests", "unit", "target", "libfake_cudart.so")
+CLI = os.path.join(mounttest.BUILD_DIR, "tools", "wheelhouse")
+HINT = os.path.join(mounttest.BUILD_DIR, "tools", "wheelhouse-hint")
+GPUS = {"FAKE_CUDA_DEVICES": "8.9"}
+KEY_A = "sm89-torch2.7-cu128-cp312"  # venv-a: "3.12" with torch 2.7
+KEY_B = f"sm89-torch2.9-cu128-{TAG}"  # venv-b: the real Python with torch 2.9
+PROMPT = "WHFS-PROMPT> "
+
+
+class Shell:
+    """An interactive shell in a pseudo-terminal, its rc file evaluating the hook."""
+
+    def __init__(self, kind, home, mnt):
+        self.kind = kind
+        os.makedirs(home, exist_ok=True)
+        hook = f'eval "$({CLI} shell-hook {kind} --mount {mnt})"\n'
+        env = {"HOME": home, "PATH": "/usr/local/bin:/usr/bin:/bin", "TERM": "dumb",
+               "LANG": "C.UTF-8", "VIRTUAL_ENV_DISABLE_PROMPT": "1"}
+        if kind == "bash":
+            rc = os.path.join(home, "bashrc")
+            with open(rc, "w") as f:
+                f.write(hook + f"PS1='{PROMPT}'\nPS2=''\n")
+            argv = ["bash", "--noprofile", "--rcfile", rc, "-i"]
+        else:
+            with open(os.path.join(home, ".zshrc"), "w") as f:
+                f.write(hook + f"PROMPT='{PROMPT}'\nunsetopt PROMPT_SP\nsetopt NO_NOMATCH\n")
+            env["ZDOTDIR"] = home
+            argv = ["zsh", "-i"]
+        self.p = pexpect.spawn(argv[0], argv[1:], env=env, encoding="utf-8", timeout=30,
+                               echo=False, dimensions=(50, 400))
+        self.p.expect_exact(PROMPT)
+
+    def run(self, line):
+        """Runs one line at the prompt; its output (between markers, so the echo is no matter)."""
+        self.p.sendline(f"echo '<<''<'; {line}; echo '>>''>'")
+        self.p.expect(r"<<<\r?\n(.*?)>>>\r?\n", timeout=60)
+        out = self.p.match.group(1).replace("\r", "")
+        self.p.expect_exact(PROMPT)
+        return out
+
+    def glob(self, mnt, pkg="flash_attn"):
+        """The shell's own expansion of current/PKG/*.whl (basenames; [] when nothing matched)."""
+        out = self.run(f'for f in {mnt}/current/{pkg}/*.whl; do echo "W:$f"; done').split("\n")
+        names = [ln[2:] for ln in out if ln.startswith("W:")]
+        return sorted(os.path.basename(n) for n in names if "*" not in n)
+
+    def close(self):
+        self.p.sendline("exit")
+        self.p.close(force=True)
+
+
+class Shells(MountedTestCase):
+    profile = "small"
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        os.chmod(cls.tmp, 0o755)
+        t = cls.tmp
+        cls.venv_a = os.path.join(t, "venv-a")
+        layout_venv(cls.venv_a, "3.12.3", "2.7.1+cu128", "12.8")
+        cls.venv_b = os.path.join(t, "venv-b")
+        real_venv(cls.venv_b, "2.9.0+cu128", "12.8")
+        # A conda-style env: its own interpreter binary (no pyvenv.cfg) and its torch.
+        cls.conda = os.path.join(t, "conda-env")
+        os.makedirs(os.path.join(cls.conda, "bin"))
+        shutil.copy(PYTHON, os.path.join(cls.conda, "bin", f"python{PY}"))
+        os.symlink(f"python{PY}", os.path.join(cls.conda, "bin", "python3"))
+        fake_torch(os.path.join(cls.conda, "lib", f"python{PY}", "site-packages"), "2.9.0+cu128",
+                   "12.8")
+        # pyenv: a shims folder first on PATH (a script, as pyenv's are), two versions.
+        cls.pyenv = os.path.join(t, "pyenv")
+        os.makedirs(os.path.join(cls.pyenv, "shims"))
+        shim = os.path.join(cls.pyenv, "shims", "python3")
+        with open(shim, "w") as f:
+            f.write("#!/bin/sh\necho 'a pyenv shim was run' >&2; exit 1\n")
+        os.chmod(shim, 0o755)
+        layout_venv(os.path.join(cls.pyenv, "versions", "3.12.1"), "3.12.1", "2.7.1+cu128", "12.8")
+        real_venv(os.path.join(cls.pyenv, "versions", "proj-env"), "2.9.0+cu128", "12.8")
+        cls.proj = os.path.join(t, "proj")
+        os.makedirs(os.path.join(cls.proj, "sub"))
+        with open(os.path.join(cls.proj, ".python-version"), "w") as f:
+            f.write("proj-env\n")
+
+    def setUp(self):
+        if pexpect is None:
+            self.skipTest("python3-pexpect is not installed")
+        self.m = self.mount(env=GPUS, options=[f"cudart={FAKE_CUDART}", "allow_other"])
+        self.mnt = self.m.mountpoint
+
+    def wheels(self, key, pkg="flash_attn"):
+        return sorted(os.listdir(self.m.path(f"targets/{key}/{pkg}")))
+
+    def opened_by_python(self, sh):
+        """The venv's interpreter opens the names the shell expanded (as pip would)."""
+        return sh.run(f'python3 -c "import sys; [open(p, \'rb\').read(2) for p in sys.argv[1:]]; '
+                      f'print(len(sys.argv) - 1)" {self.mnt}/current/flash_attn/*.whl').strip()
+
+    def check_shell(self, kind):
+        if not shutil.which(kind):
+            self.skipTest(f"{kind} is not installed")
+        sh = Shell(kind, self.scratch(f"home-{kind}"), self.mnt)
+        self.addCleanup(sh.close)
+        want_a, want_b = self.wheels(KEY_A), self.wheels(KEY_B)
+        self.assertTrue(want_a and want_b and want_a != want_b)
+        # No venv: the system's Python, which has no torch.
+        self.assertEqual(sh.glob(self.mnt), [])
+        # A venv activated after the shell started: the shell's own glob follows it.
+        sh.run(f"source {self.venv_b}/bin/activate")
+        self.assertEqual(sh.glob(self.mnt), want_b)
+        self.assertEqual(self.opened_by_python(sh), str(len(want_b)))
+        # Also in a pipeline (the shell expands it in a child it forked).
+        piped = sh.run(f"echo {self.mnt}/current/flash_attn/*.whl | tr ' ' '\\n' | sort")
+        self.assertEqual(sorted(os.path.basename(p) for p in piped.split()), want_b)
+        # deactivate, and another venv, in the same shell (venv-a is a layout with no activate
+        # script: what activate does, by hand).
+        sh.run(f"deactivate; export VIRTUAL_ENV={self.venv_a} PATH={self.venv_a}/bin:$PATH")
+        self.assertEqual(sh.glob(self.mnt), want_a)
+        self.assertEqual(self.opened_by_python(sh), str(len(want_a)))
+        # The view came from the hook: the shell reads .target itself (a builtin redirect).
+        report = sh.run(f'while IFS= read -r l; do printf "%s\\n" "$l"; done '
+                        f'< {self.mnt}/current/.target')
+        self.assertIn("from the shell hook", json.loads(report)["caller"]["environment"])
+        # A conda-style env exported in the shell.
+        sh.run(f"unset VIRTUAL_ENV; export CONDA_PREFIX={self.conda} "
+               f"PATH={self.conda}/bin:/usr/local/bin:/usr/bin:/bin")
+        self.assertEqual(sh.glob(self.mnt), want_b)
+        # pyenv shims with PYENV_VERSION, then with .python-version in the working directory.
+        sh.run(f"unset CONDA_PREFIX; export PATH={self.pyenv}/shims:/usr/bin:/bin "
+               f"PYENV_ROOT={self.pyenv} PYENV_VERSION=3.12.1")
+        self.assertEqual(sh.glob(self.mnt), want_a)
+        sh.run(f"unset PYENV_VERSION; cd {self.proj}/sub")
+        self.assertEqual(sh.glob(self.mnt), want_b)
+        rep = sh.run(f"{CLI} detect")
+        self.assertIn(f"pyenv proj-env ({self.proj}/.python-version)", rep)
+        # And back: cd out of the project, nothing set: pyenv's "system" (no torch).
+        sh.run("cd /")
+        self.assertEqual(sh.glob(self.mnt), [])
+
+    def test_an_interactive_bash_follows_its_venvs(self):
+        self.check_shell("bash")
+
+    def test_an_interactive_zsh_follows_its_venvs(self):
+        self.check_shell("zsh")
+
+    def test_the_hook_costs_nothing_when_nothing_changed(self):
+        if not shutil.which("bash"):
+            self.skipTest("bash is not installed")
+        sh = Shell("bash", self.scratch("home-cost"), self.mnt)
+        self.addCleanup(sh.close)
+        before = self.m.status()["targets"]["hints"]
+        for _ in range(20):
+            sh.run("true")
+        self.assertEqual(self.m.status()["targets"]["hints"], before)  # no hint sent
+        sh.run(f"source {self.venv_b}/bin/activate")
+        self.assertEqual(self.m.status()["targets"]["hints"], before + 1)
+        # What a prompt costs when it did change: the helper's run, timed here 20 times.
+        env = dict(os.environ, VIRTUAL_ENV=self.venv_b)
+        start = time.perf_counter()
+        for _ in range(20):
+            subprocess.run([HINT, self.mnt], env=env, check=True)
+        per = (time.perf_counter() - start) / 20 * 1000
+        print(f"a hint (wheelhouse-hint, one mount): {per:.2f} ms per prompt that changed")
+
+    def test_a_script_uses_detect_key(self):
+        script = (f"set -e\n. {self.venv_b}/bin/activate\n"
+                  f"ls {self.mnt}/targets/$({CLI} detect --key --mount {self.mnt})/flash_attn/*.whl\n")
+        r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60,
+                           env={"PATH": "/usr/bin:/bin", "HOME": self.tmp})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(sorted(os.path.basename(p) for p in r.stdout.split()),
+                         self.wheels(KEY_B))
+        # The mount's answer, its overrides included (a mount that fixes torch).
+        m2 = self.mount(name="fixed", env=GPUS, options=[f"cudart={FAKE_CUDART}", "torch=2.7"])
+        r = subprocess.run([CLI, "detect", "--key", "--mount", m2.mountpoint], capture_output=True,
+                           text=True, timeout=60, env={"PATH": "/usr/bin:/bin",
+                                                      "VIRTUAL_ENV": self.venv_b})
+        self.assertEqual(r.stdout.strip(), f"sm89-torch2.7-cu128-{TAG}", r.stderr)
+
+    def test_pip_with_the_printed_config_takes_the_wheel_over_a_newer_sdist(self):
+        conf = os.path.join(self.scratch("pip"), "pip.conf")
+        r = subprocess.run([CLI, "pip-config", "--mount", self.mnt], capture_output=True,
+                           text=True, check=True)
+        with open(conf, "w") as f:
+            f.write(r.stdout)
+        self.assertIn(f"find-links = {self.mnt}/current/all/", r.stdout)
+        # An index that offers only a newer source release, which must not be built.
+        index = self.scratch("index")
+        marker = os.path.join(index, "BUILT")
+        sdist = os.path.join(index, "src", "flash_attn-99.0.0")
+        os.makedirs(sdist)
+        with open(os.path.join(sdist, "setup.py"), "w") as f:
+            f.write(f"open({marker!r}, 'w').write('built')\nraise SystemExit('no')\n")
+        with open(os.path.join(sdist, "PKG-INFO"), "w") as f:
+            f.write("Metadata-Version: 2.1\nName: flash_attn\nVersion: 99.0.0\n")
+        subprocess.run(["tar", "-czf", os.path.join(index, "flash_attn-99.0.0.tar.gz"), "-C",
+                        os.path.join(index, "src"), "flash_attn-99.0.0"], check=True)
+        page = os.path.join(index, "simple", "flash-attn")
+        os.makedirs(page)
+        with open(os.path.join(page, "index.html"), "w") as f:
+            f.write('<a href="../../flash_attn-99.0.0.tar.gz">flash_attn-99.0.0.tar.gz</a>\n')
+        target = self.scratch("site")
+        env = {"PATH": f"{self.venv_b}/bin:/usr/bin:/bin", "VIRTUAL_ENV": self.venv_b,
+               "PIP_CONFIG_FILE": conf, "HOME": self.tmp}
+        r = subprocess.run([f"{self.venv_b}/bin/python", "-m", "pip", "install", "--no-deps",
+                            "--disable-pip-version-check", "--no-input", "--target", target,
+                            "--index-url", f"file://{index}/simple/", "flash-attn"],
+                           capture_output=True, text=True, timeout=300, env=env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertFalse(os.path.exists(marker), "the sdist was built")
+        out = subprocess.run([PYTHON, "-c", f"import sys; sys.path.insert(0, {target!r}); "
+                              "import flash_attn; print(flash_attn.where())"],
+                             capture_output=True, text=True, timeout=60)
+        self.assertEqual(out.stdout.strip(), "flash_attn/sm89/torch2.9-cu128", out.stderr)
+
+    def test_hints_that_name_others_change_nothing_and_hang_nothing(self):
+        if os.geteuid() != 0 or not shutil.which("setpriv"):
+            self.skipTest("needs root and setpriv")
+        # A child of another user cannot set the view of this (root) process.
+        r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", HINT,
+                            "-v", self.mnt], capture_output=True, text=True, timeout=30,
+                           env={"PATH": "/usr/bin:/bin", "VIRTUAL_ENV": self.venv_a})
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("belongs to user 0", r.stdout)
+        self.assertEqual(self.m.status()["targets"]["hints"], 0)
+        # A hint naming a FIFO or a path outside this root answers at once and hangs nothing.
+        fifo = os.path.join(self.scratch("fifo"), "venv")
+        os.mkfifo(fifo)
+        for venv in (fifo, "/proc/1/root/nonexistent", f"{self.mnt}/current"):
+            start = time.monotonic()
+            r = subprocess.run(["bash", "-c", f"{HINT} -v {self.mnt}"], capture_output=True,
+                               text=True, timeout=30,
+                               env={"PATH": "/usr/bin:/bin", "VIRTUAL_ENV": venv})
+            self.assertLess(time.monotonic() - start, 3, venv)
+            self.assertIn("targets/unresolved", r.stdout, venv)
+        self.assertEqual(os.readlink(self.m.path("current"))[:8], "targets/")
+
+
+if __name__ == "__main__":
+    mounttest.main()
