@@ -221,6 +221,60 @@ TEST(ChooseInterpreter, InTheProcesssOrder) {
   EXPECT_EQ(c.error(), "$VIRTUAL_ENV names /gone, which has no bin/python3");
 }
 
+// pyenv's shims decide at run time; what they would decide is read from pyenv's own files,
+// nothing is run (issue 22).
+TEST(ChooseInterpreter, PyenvShimsAsPyenvWouldResolveThem) {
+  TempDir dir;
+  const fs::path root = dir.path();
+  write_fake_interpreter(root / "usr/bin/python3.11");
+  fs::create_symlink("python3.11", root / "usr/bin/python3");
+  const fs::path pyenv = root / "home/u/.pyenv";
+  write_file(pyenv / "shims/python3", "#!/usr/bin/env bash\nexec pyenv exec python3\n", true);
+  write_fake_interpreter(pyenv / "versions/3.12.1/bin/python3.12");
+  fs::create_symlink("python3.12", pyenv / "versions/3.12.1/bin/python3");
+  write_venv(pyenv / "versions/proj", "3.12.1", "/home/u/.pyenv/versions/3.12.1/bin", false);
+  write_file(root / "work/app/.python-version", "proj\n");
+  fs::create_directories(root / "work/app/src");
+  const RootFs r = open_root(root.string());
+  std::map<std::string, std::string> env = {{"PATH", "/home/u/.pyenv/shims:/usr/bin"},
+                                            {"PYENV_VERSION", "3.12.1"}};
+  auto p = process({"zsh"}, env);
+  auto c = choose_interpreter(p, r);
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_EQ(c->path, "/home/u/.pyenv/versions/3.12.1/bin/python3");
+  EXPECT_EQ(c->why, "pyenv 3.12.1 (PYENV_VERSION)");
+  // .python-version from the working directory upwards; a version that is a venv.
+  env.erase("PYENV_VERSION");
+  p = process({"zsh"}, env);
+  p.cwd = "/work/app/src";
+  c = choose_interpreter(p, r);
+  ASSERT_TRUE(c) << c.error();
+  EXPECT_EQ(c->path, "/home/u/.pyenv/versions/proj/bin/python3");
+  EXPECT_EQ(c->why, "pyenv proj (/work/app/.python-version)");
+  // $PYENV_ROOT/version, then the system's Python after the shims.
+  p.cwd = "/work";
+  write_file(pyenv / "version", "3.12.1\n");
+  c = choose_interpreter(p, r);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->why, "pyenv 3.12.1 (/home/u/.pyenv/version)");
+  fs::remove(pyenv / "version");
+  c = choose_interpreter(p, r);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->path, "/usr/bin/python3");
+  EXPECT_NE(c->why.find("pyenv system"), std::string::npos) << c->why;
+  // A version that is not installed, or that names a path, is said so.
+  env["PYENV_VERSION"] = "3.9.0";
+  c = choose_interpreter(process({"zsh"}, env), r);
+  ASSERT_FALSE(c);
+  EXPECT_NE(c.error().find("pyenv 3.9.0 (PYENV_VERSION), which is not installed"),
+            std::string::npos)
+      << c.error();
+  env["PYENV_VERSION"] = "../../../usr";
+  c = choose_interpreter(process({"zsh"}, env), r);
+  ASSERT_FALSE(c);
+  EXPECT_NE(c.error().find("not a version name"), std::string::npos) << c.error();
+}
+
 TEST(PythonLayout, PureParsers) {
   const auto cfg = parse_pyvenv_cfg(
       "home = /usr/bin\r\ninclude-system-site-packages = True\nversion_info = 3.12.1.final.0\n");
