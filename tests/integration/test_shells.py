@@ -39,7 +39,9 @@ class Shell:
     def __init__(self, kind, home, mnt):
         self.kind = kind
         os.makedirs(home, exist_ok=True)
-        hook = f'eval "$({CLI} shell-hook {kind} --mount {mnt})"\n'
+        # bash as README writes it (the hook finds every wheelhouse mount), zsh naming its mount.
+        named = "" if kind == "bash" else f" --mount {mnt}"
+        hook = f'eval "$({CLI} shell-hook {kind}{named})"\n'
         env = {"HOME": home, "PATH": "/usr/local/bin:/usr/bin:/bin", "TERM": "dumb",
                "LANG": "C.UTF-8", "VIRTUAL_ENV_DISABLE_PROMPT": "1"}
         if kind == "bash":
