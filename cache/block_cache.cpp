@@ -219,8 +219,10 @@ Result<std::unique_ptr<BlockCache>> LmdbBlockCache::open_once(const Options& opt
   }
   for (const char* name : {"data.mdb", "lock.mdb"}) {
     // The mode of the policy whatever the umask (or an older version) gave them.
-    auto f = open_cache_file(session.dir_fd(), options.dir, name, O_RDONLY, options.access);
-    if (!f && f.error().kind == CacheError::Kind::kAccess) return Unexpected<CacheError>{f.error()};
+    auto ok = restrict_cache_entry(session.dir_fd(), options.dir, name, options.access);
+    if (!ok && ok.error().kind == CacheError::Kind::kAccess) {
+      return Unexpected<CacheError>{ok.error()};
+    }
   }
   {
     ProcessLockGuard slots(session.reader_table(), Clock::now() + options.lock_timeout);

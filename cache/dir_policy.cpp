@@ -160,6 +160,34 @@ Result<UniqueFd> open_cache_file(int dir_fd, const fs::path& dir, const char* na
   return fd;
 }
 
+Result<void> restrict_cache_entry(int dir_fd, const fs::path& dir, const char* name,
+                                  const DirAccess& access) {
+  // O_PATH with O_NOFOLLOW opens a symbolic link itself, and a FIFO without waiting.
+  UniqueFd fd(::openat(dir_fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) {
+    if (errno == ENOENT) return {};
+    return cache_error(CacheError::Kind::kIo,
+                       "open " + (dir / name).string() + ": " + std::strerror(errno));
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) {
+    return cache_error(CacheError::Kind::kIo,
+                       "stat " + (dir / name).string() + ": " + std::strerror(errno));
+  }
+  if (auto bad = shape_problem(st)) return planted(dir, name, *bad);
+  if (st.st_uid != ::geteuid()) return {};
+  if (access.group && st.st_gid != *access.group) {
+    (void)::fchownat(fd.get(), "", -1, *access.group, AT_EMPTY_PATH);
+  }
+  const mode_t want = file_mode(access);
+  if ((st.st_mode & 07777) != want) {
+    // fchmod() takes no O_PATH descriptor; its /proc link is the inode opened, not a name.
+    const std::string self = "/proc/self/fd/" + std::to_string(fd.get());
+    (void)::chmod(self.c_str(), want);
+  }
+  return {};
+}
+
 Result<bool> check_cache_entry(int dir_fd, const fs::path& dir, const char* name, struct stat* st) {
   struct stat s {};
   if (::fstatat(dir_fd, name, &s, AT_SYMLINK_NOFOLLOW) != 0) {

@@ -75,6 +75,13 @@ Result<UniqueFd> prepare_cache_dir(const std::filesystem::path& dir, const DirAc
 Result<UniqueFd> open_cache_file(int dir_fd, const std::filesystem::path& dir, const char* name,
                                  int flags, const DirAccess& access);
 
+// Gives the file `name` of the directory, when this process owns it, the mode and group of the
+// policy, through an O_PATH descriptor of it (never by name; and closing an O_PATH descriptor
+// does not drop the POSIX locks LMDB holds on lock.mdb, as closing any other descriptor of it
+// would). Refuses, as open_cache_file, anything but a regular file with a single link.
+Result<void> restrict_cache_entry(int dir_fd, const std::filesystem::path& dir, const char* name,
+                                  const DirAccess& access);
+
 // Whether `name` exists in the directory (not following a link; its stat in `st`); refuses,
 // as open_cache_file, anything but a regular file with a single link.
 Result<bool> check_cache_entry(int dir_fd, const std::filesystem::path& dir, const char* name,

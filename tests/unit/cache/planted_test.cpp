@@ -50,6 +50,11 @@ const char* plant_name(Plant p) {
   return "?";
 }
 
+void PrintTo(Plant p, std::ostream* os) { *os << plant_name(p); }
+void PrintTo(When w, std::ostream* os) {
+  *os << (w == When::kBeforeFirstOpen ? "before the first open" : "after the first open");
+}
+
 // The group the cache is shared with: one the victim file does not have (root may give files
 // to any group; another user, to one of their own).
 gid_t share_group() { return ::geteuid() == 0 ? 65534 : ::getegid(); }
