@@ -2,8 +2,10 @@
 // transactions.cpp, the block read/write path in block_io.cpp, eviction and leases in
 // eviction.cpp, metadata and maintenance in maintenance.cpp.
 
+#include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -130,6 +132,10 @@ Result<std::unique_ptr<BlockCache>> LmdbBlockCache::open_read_only(const Options
   config.max_dbs = 16;
   config.max_readers = options.max_readers;
   config.flags = MDB_RDONLY | MDB_NOTLS;
+  // A root daemon parses no data file that others than root (or the group) could have made.
+  if (auto ok = check_read_only_store(options.dir, options.access); !ok) {
+    return Unexpected<CacheError>{ok.error()};
+  }
   auto env = lmdb::Env::open(options.dir.string(), config);
   if (!env) {
     return cache_error(CacheError::Kind::kLmdb,
@@ -180,12 +186,24 @@ Result<LmdbBlockCache::StoreInit> LmdbBlockCache::init_read_only(lmdb::Env& env,
 
 Result<std::unique_ptr<BlockCache>> LmdbBlockCache::open_once(const Options& options,
                                                               Session& session) {
-  std::error_code ec;
-  const bool exists = fs::file_size(options.dir / "data.mdb", ec) > 0 && !ec;
+  // LMDB opens its files by name (and refuses what is not a regular file with one link, our
+  // patch in third_party/lmdb): say clearly what is wrong before it does.
+  struct stat data {};
+  auto exists = check_cache_entry(session.dir_fd(), options.dir, "data.mdb", &data);
+  if (!exists) return Unexpected<CacheError>{exists.error()};
+  if (auto lock = check_cache_entry(session.dir_fd(), options.dir, "lock.mdb"); !lock) {
+    return Unexpected<CacheError>{lock.error()};
+  }
+  auto claims = open_cache_file(session.dir_fd(), options.dir, "downloads.lock", O_RDWR | O_CREAT,
+                                options.access);
+  if (!claims && claims.error().kind == CacheError::Kind::kAccess) {
+    return Unexpected<CacheError>{claims.error()};
+  }
   lmdb::Env::Config config;
   // An existing store keeps its recorded map size until its cap is known (init_store).
   const std::uint64_t cap = options.cap_bytes ? options.cap_bytes : Options::kDefaultCap;
-  config.map_size = options.cap_bytes || !exists ? put_map_size(cap, os_page()) : 0;
+  config.map_size =
+      options.cap_bytes || !*exists || data.st_size == 0 ? put_map_size(cap, os_page()) : 0;
   config.max_dbs = 16;
   config.max_readers = options.max_readers;
   config.flags = kEnvFlags;
@@ -200,7 +218,11 @@ Result<std::unique_ptr<BlockCache>> LmdbBlockCache::open_once(const Options& opt
     return cache_error(kind, "cache " + options.dir.string() + ": " + e.message());
   }
   for (const char* name : {"data.mdb", "lock.mdb"}) {
-    restrict_cache_file(options.dir / name, options.access);  // created by an older version
+    // The mode of the policy whatever the umask (or an older version) gave them.
+    auto ok = restrict_cache_entry(session.dir_fd(), options.dir, name, options.access);
+    if (!ok && ok.error().kind == CacheError::Kind::kAccess) {
+      return Unexpected<CacheError>{ok.error()};
+    }
   }
   {
     ProcessLockGuard slots(session.reader_table(), Clock::now() + options.lock_timeout);
@@ -209,8 +231,10 @@ Result<std::unique_ptr<BlockCache>> LmdbBlockCache::open_once(const Options& opt
   auto init = init_store(*env, options, session);
   if (!init) return Unexpected<CacheError>{init.error()};
   if (auto ok = session.mark_open(); !ok) return Unexpected<CacheError>{ok.error()};
+  // Without downloads.lock (not ours to open, say) daemons merely do not share downloads.
+  const int claims_fd = claims ? claims->release() : -1;
   return std::unique_ptr<BlockCache>(
-      new LmdbBlockCache(options, std::move(session), std::move(*env), *init));
+      new LmdbBlockCache(options, std::move(session), std::move(*env), *init, false, claims_fd));
 }
 
 Result<LmdbBlockCache::StoreInit> LmdbBlockCache::init_store(lmdb::Env& env, const Options& options,
@@ -311,7 +335,7 @@ Result<LmdbBlockCache::StoreInit> LmdbBlockCache::init_store_txn(lmdb::Env& env,
 }
 
 LmdbBlockCache::LmdbBlockCache(Options options, Session session, lmdb::Env env,
-                               const StoreInit& init, bool read_only)
+                               const StoreInit& init, bool read_only, int downloads_fd)
     : options_(std::move(options)),
       session_(std::move(session)),
       env_(std::move(env)),
@@ -320,8 +344,8 @@ LmdbBlockCache::LmdbBlockCache(Options options, Session session, lmdb::Env env,
       read_only_(read_only),
       readers_(env_, dbs_.blocks, kIdleReadersPerShard, options_.max_readers_per_process,
                session_.reader_table(), options_.lock_timeout),
-      cap_bytes_(init.cap) {
-  open_claims_file();
+      cap_bytes_(init.cap),
+      downloads_fd_(downloads_fd) {
   if (::getrandom(holder_.data(), holder_.size(), 0) != static_cast<ssize_t>(holder_.size())) {
     // Only uniqueness matters; fall back to something process-unique.
     const auto seed = static_cast<std::uint64_t>(::getpid()) ^ now_ms();

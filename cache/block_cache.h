@@ -110,7 +110,7 @@ class BlockCache : public BlockStore, public MetadataStore {
   // Whether another process (a mount) has the cache open now.
   virtual bool in_use_by_others() const = 0;
   // Deletes the store's files (the CLI's `cache clear` for a store of an unknown format).
-  static Result<void> remove_store(const std::filesystem::path& dir);
+  static Result<void> remove_store(const std::filesystem::path& dir, const DirAccess& access = {});
 
   // (The BlockStore calls: read_blocks, put_blocks, verify_content, recheck_content,
   // content_state, pin, unpin, claim_download, block_size; the MetadataStore calls: revisions

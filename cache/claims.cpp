@@ -44,13 +44,6 @@ off_t claim_byte(const ContentId& id) {
 
 }  // namespace
 
-void LmdbBlockCache::open_claims_file() {
-  if (read_only_) return;
-  const auto path = options_.dir / "downloads.lock";
-  downloads_fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, file_mode(options_.access));
-  if (downloads_fd_ >= 0) restrict_cache_file(path, options_.access);
-}
-
 Result<std::unique_ptr<BlockStore::DownloadClaim>> LmdbBlockCache::claim_download(
     const ContentId& id) {
   if (downloads_fd_ < 0) {

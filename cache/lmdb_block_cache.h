@@ -124,8 +124,9 @@ class LmdbBlockCache final : public BlockCache {
     std::uint64_t cap = 0;
   };
 
+  // `downloads_fd`: downloads.lock, opened (claims.cpp), or -1: no claims.
   LmdbBlockCache(Options options, Session session, lmdb::Env env, const StoreInit& init,
-                 bool read_only = false);
+                 bool read_only = false, int downloads_fd = -1);
 
   static Result<std::unique_ptr<BlockCache>> open_once(const Options& options, Session& session);
   static Result<std::unique_ptr<BlockCache>> open_read_only(const Options& options);
@@ -210,7 +211,6 @@ class LmdbBlockCache final : public BlockCache {
   // The digest of the whole content, or nullopt when a block is missing or bad.
   Result<std::optional<std::vector<std::uint8_t>>> hash_content(const ContentId& id,
                                                                 std::uint64_t content_size);
-  void open_claims_file();
   bool pinned_here(const ContentId& id);
   // Drops one in-process pin; true when it was the last.
   bool unpin_here(const ContentId& id);

@@ -145,7 +145,7 @@ Result<CacheStats> LmdbBlockCache::stats() {
     st.map_bytes = env_.map_size();
     st.block_size = block_size();
     struct stat sb {};
-    if (::stat((options_.dir / "data.mdb").c_str(), &sb) == 0) {
+    if (::lstat((options_.dir / "data.mdb").c_str(), &sb) == 0) {
       st.file_bytes = static_cast<std::uint64_t>(sb.st_size);
       st.disk_bytes = static_cast<std::uint64_t>(sb.st_blocks) * 512;
     }
@@ -219,8 +219,8 @@ Result<void> LmdbBlockCache::clear() {
   });
 }
 
-Result<void> BlockCache::remove_store(const std::filesystem::path& dir) {
-  return guarded("cache remove", [&] { return Session::remove_files(dir); });
+Result<void> BlockCache::remove_store(const std::filesystem::path& dir, const DirAccess& access) {
+  return guarded("cache remove", [&] { return Session::remove_files(dir, access); });
 }
 
 }  // namespace whfs::cache

@@ -68,10 +68,18 @@ Unexpected<CacheError> io_error(const std::string& what, int err) {
   return cache_error(CacheError::Kind::kIo, what + ": " + std::strerror(err));
 }
 
-Recorded read_recorded(const fs::path& dir) {
-  std::ifstream in(dir / "session");
-  std::string magic, boot, state;
+// The record of `dir_fd` (absent or unreadable: kUnknown); a name that is not a regular file
+// with one link is refused (dir_policy.h), never followed or waited on.
+Result<Recorded> read_recorded(int dir_fd, const fs::path& dir, const DirAccess& access) {
+  auto fd = open_cache_file(dir_fd, dir, "session", O_RDONLY, access);
+  if (!fd) return unexpected(fd.error());
   Recorded r;
+  if (!*fd) return r;
+  char buf[512];
+  const ssize_t n = ::read(fd->get(), buf, sizeof buf);
+  if (n <= 0) return r;
+  std::istringstream in(std::string(buf, static_cast<std::size_t>(n)));
+  std::string magic, boot, state;
   if (!(in >> magic >> boot >> state) || magic != kMagic) return r;
   r.boot = boot;
   if (state == "open") r.state = State::kOpen;
@@ -80,28 +88,76 @@ Recorded read_recorded(const fs::path& dir) {
   return r;
 }
 
-// Atomic and durable: a power loss leaves the old or the new record, never a torn one.
-Result<void> write_recorded(const fs::path& dir, const std::string& boot, State state,
+// The record padded to one fixed size, for rewriting it in place.
+constexpr std::size_t kRecordSize = 128;
+
+// In a sticky shared directory a process may not replace (rename over) a record that another
+// user's process wrote: it rewrites that file in place, one write of one small block (which
+// a power loss does not tear on any disk we know of), padded so that no truncation is needed.
+Result<void> rewrite_in_place(int dir_fd, const fs::path& dir, std::string text,
+                              const DirAccess& access) {
+  auto fd = open_cache_file(dir_fd, dir, "session", O_WRONLY, access);
+  if (!fd) return unexpected(fd.error());
+  if (!*fd) return io_error("replace " + (dir / "session").string(), EPERM);
+  text.pop_back();  // the newline goes last
+  text.resize(kRecordSize - 1, ' ');
+  text += '\n';
+  if (::pwrite(fd->get(), text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()) ||
+      ::ftruncate(fd->get(), static_cast<off_t>(text.size())) != 0 || ::fsync(fd->get()) != 0) {
+    return io_error("write " + (dir / "session").string(), errno);
+  }
+  return {};
+}
+
+// Atomic and durable: a power loss leaves the old or the new record, never a torn one. The
+// temporary file is always a new one (O_EXCL, whatever had its name removed first: never
+// truncated or written through a name someone else put there) and is renamed in the directory.
+Result<void> write_recorded(int dir_fd, const fs::path& dir, const std::string& boot, State state,
                             const DirAccess& access) {
-  const fs::path tmp = dir / "session.tmp";
+  constexpr const char* kTmp = "session.tmp";
+  const fs::path tmp = dir / kTmp;
   const std::string text =
       std::string(kMagic) + " " + (boot.empty() ? "-" : boot) + " " + state_name(state) + "\n";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, file_mode(access));
-  if (fd < 0) return io_error("open " + tmp.string(), errno);
-  if (access.group) (void)::fchown(fd, -1, *access.group);
-  const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
-                  ::fsync(fd) == 0;
+  int gone = ::unlinkat(dir_fd, kTmp, 0) == 0 ? 0 : errno;
+  if (gone == EISDIR) gone = ::unlinkat(dir_fd, kTmp, AT_REMOVEDIR) == 0 ? 0 : errno;
+  if (gone == EPERM || gone == EACCES) {
+    return rewrite_in_place(dir_fd, dir, text, access);  // another user's, in a sticky dir
+  }
+  if (gone == ENOTEMPTY || gone == EEXIST) {
+    return cache_error(CacheError::Kind::kAccess,
+                       "cache directory " + dir.string() +
+                           " holds session.tmp, which is a directory, not a file of the cache: "
+                           "refused; remove it");
+  }
+  if (gone != 0 && gone != ENOENT) return io_error("remove " + tmp.string(), gone);
+  const int raw = ::openat(dir_fd, kTmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                           file_mode(access));
+  if (raw < 0) return io_error("create " + tmp.string(), errno);
+  UniqueFd fd(raw);
+  if (access.group) (void)::fchown(fd.get(), -1, *access.group);
+  (void)::fchmod(fd.get(), file_mode(access));  // whatever the umask
+  const bool ok =
+      ::write(fd.get(), text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
+      ::fsync(fd.get()) == 0;
   const int err = errno;
-  ::close(fd);
-  if (!ok) return io_error("write " + tmp.string(), err);
-  if (::rename(tmp.c_str(), (dir / "session").c_str()) != 0) {
-    return io_error("rename " + tmp.string(), errno);
+  fd.reset();
+  if (!ok) {
+    (void)::unlinkat(dir_fd, kTmp, 0);
+    return io_error("write " + tmp.string(), err);
   }
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
+  if (::renameat(dir_fd, kTmp, dir_fd, "session") != 0) {
+    const int rerr = errno;
+    (void)::unlinkat(dir_fd, kTmp, 0);
+    if (rerr == EPERM || rerr == EACCES) return rewrite_in_place(dir_fd, dir, text, access);
+    if (rerr == EISDIR || rerr == ENOTEMPTY || rerr == EEXIST) {
+      return cache_error(CacheError::Kind::kAccess,
+                         "cache directory " + dir.string() +
+                             " holds session, which is a directory, not a file of the cache: "
+                             "refused; remove it");
+    }
+    return io_error("rename " + tmp.string(), rerr);
   }
+  ::fsync(dir_fd);
   return {};
 }
 
@@ -185,17 +241,16 @@ int gate_lock(int fd, std::chrono::steady_clock::time_point deadline) {
 }
 
 Result<Session> Session::acquire(const Config& config) {
-  if (auto ok = prepare_cache_dir(config.dir, config.access); !ok) return unexpected(ok.error());
+  auto dir_fd = prepare_cache_dir(config.dir, config.access);
+  if (!dir_fd) return unexpected(dir_fd.error());
   const fs::path lock_path = config.dir / "session.lock";
   const auto deadline = std::chrono::steady_clock::now() + config.open_timeout;
-  std::error_code ec;
   for (int attempt = 0; attempt < 10; ++attempt) {
-    const int fd =
-        ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, file_mode(config.access));
-    if (fd < 0) return io_error("open " + lock_path.string(), errno);
-    restrict_cache_file(lock_path, config.access);
+    auto lock =
+        open_cache_file(dir_fd->get(), config.dir, "session.lock", O_RDWR | O_CREAT, config.access);
+    if (!lock) return unexpected(lock.error());
+    const int fd = lock->get();
     if (int err = gate_lock(fd, deadline); err != 0) {
-      ::close(fd);
       if (err == EAGAIN) {
         return cache_error(CacheError::Kind::kBusy,
                            "cache " + config.dir.string() +
@@ -209,24 +264,28 @@ Result<Session> Session::acquire(const Config& config) {
     // The directory may have been moved aside while we waited: use the file that is there now.
     struct stat held {
     }, now{};
-    if (::fstat(fd, &held) == 0 && ::stat(lock_path.c_str(), &now) == 0 &&
+    if (::fstat(fd, &held) == 0 && ::lstat(lock_path.c_str(), &now) == 0 &&
         held.st_dev == now.st_dev && held.st_ino == now.st_ino) {
       Session s;
       s.config_ = config;
-      s.lock_fd_ = fd;
+      s.dir_fd_ = std::move(*dir_fd);
+      s.lock_fd_ = lock->release();
       s.locks_ = std::make_unique<Locks>(fd);
       s.boot_id_ = read_boot_id(config.boot_id_file);
-      const Recorded rec = read_recorded(config.dir);
-      const bool has_data = fs::file_size(config.dir / "data.mdb", ec) > 0 && !ec;
-      const bool rebooted = rec.boot != s.boot_id_ || s.boot_id_.empty();
-      s.needs_check_ = has_data && (rec.state == State::kUnknown || rec.state == State::kSuspect ||
-                                    (rec.state == State::kOpen && rebooted));
+      auto rec = read_recorded(s.dir_fd(), config.dir, config.access);
+      if (!rec) return unexpected(rec.error());
+      struct stat data {};
+      auto has_data = check_cache_entry(s.dir_fd(), config.dir, "data.mdb", &data);
+      if (!has_data) return unexpected(has_data.error());
+      const bool rebooted = rec->boot != s.boot_id_ || s.boot_id_.empty();
+      s.needs_check_ = *has_data && data.st_size > 0 &&
+                       (rec->state == State::kUnknown || rec->state == State::kSuspect ||
+                        (rec->state == State::kOpen && rebooted));
       return s;
     }
-    ::close(fd);
-    if (auto ok = prepare_cache_dir(config.dir, config.access); !ok) {
-      return unexpected(ok.error());
-    }
+    lock->reset();
+    dir_fd = prepare_cache_dir(config.dir, config.access);
+    if (!dir_fd) return unexpected(dir_fd.error());
   }
   return cache_error(CacheError::Kind::kIo, "cannot lock " + lock_path.string());
 }
@@ -249,15 +308,16 @@ Session Session::read_only(const fs::path& dir) {
   return s;
 }
 
-Result<void> Session::remove_files(const fs::path& dir) {
-  if (!fs::exists(dir / "session.lock")) {
+Result<void> Session::remove_files(const fs::path& dir, const DirAccess& access) {
+  struct stat st {};
+  if (::lstat((dir / "session.lock").c_str(), &st) != 0) {
     std::error_code ec;
-    fs::remove(dir / "data.mdb", ec);
+    fs::remove(dir / "data.mdb", ec);  // (unlink: a link is removed, never followed)
     fs::remove(dir / "lock.mdb", ec);
     return {};
   }
   auto s = acquire(
-      {dir, "/dev/null", std::chrono::seconds(0), DirAccess{}, std::chrono::milliseconds(10000)});
+      {dir, "/dev/null", std::chrono::seconds(0), access, std::chrono::milliseconds(10000)});
   if (!s) return Unexpected<CacheError>{s.error()};
   if (ofd_lock(s->lock_fd_, F_WRLCK, kUsersByte, false) != 0) {
     return cache_error(CacheError::Kind::kIo,
@@ -265,11 +325,9 @@ Result<void> Session::remove_files(const fs::path& dir) {
   }
   for (const char* name :
        {"data.mdb", "lock.mdb", "session", "session.tmp", "downloads.lock", "session.lock"}) {
-    std::error_code ec;
-    fs::remove(dir / name, ec);
-    if (ec)
-      return cache_error(CacheError::Kind::kIo,
-                         "remove " + (dir / name).string() + ": " + ec.message());
+    if (::unlinkat(s->dir_fd(), name, 0) != 0 && errno != ENOENT) {
+      return io_error("remove " + (dir / name).string(), errno);
+    }
   }
   return {};
 }
@@ -281,6 +339,7 @@ Session::~Session() {
 Session::Session(Session&& other) noexcept
     : config_(std::move(other.config_)),
       boot_id_(std::move(other.boot_id_)),
+      dir_fd_(std::move(other.dir_fd_)),
       lock_fd_(std::exchange(other.lock_fd_, -1)),
       needs_check_(other.needs_check_),
       locks_(std::move(other.locks_)) {}
@@ -290,6 +349,7 @@ Session& Session::operator=(Session&& other) noexcept {
     if (lock_fd_ >= 0) ::close(lock_fd_);
     config_ = std::move(other.config_);
     boot_id_ = std::move(other.boot_id_);
+    dir_fd_ = std::move(other.dir_fd_);
     lock_fd_ = std::exchange(other.lock_fd_, -1);
     needs_check_ = other.needs_check_;
     locks_ = std::move(other.locks_);
@@ -333,16 +393,27 @@ Result<void> Session::move_aside(const std::string& why) {
     spdlog::warn("cache: {} was damaged ({}); moved it to {} and started an empty cache",
                  dir.string(), why, target.string());
   } else {
-    // A mount point (or a parent we may not write) cannot be renamed: move the files instead.
-    const fs::path inside = dir / ("corrupt-" + ts);
-    fs::create_directories(inside, ec);
-    for (const char* name : {"data.mdb", "lock.mdb", "session"}) {
-      std::error_code ignored;
-      fs::rename(dir / name, inside / name, ignored);
-    }
-    if (ec || fs::exists(dir / "data.mdb")) {
+    // A mount point (or a parent we may not write) cannot be renamed: move the files instead,
+    // into a directory made now (never one someone put there under that name, nor a link).
+    const std::string sub = "corrupt-" + ts;
+    const fs::path inside = dir / sub;
+    auto cannot = [&](const std::string& what) {
       return cache_error(CacheError::Kind::kIo,
-                         "cannot move the damaged cache " + dir.string() + " aside");
+                         "cannot move the damaged cache " + dir.string() + " aside: " + what);
+    };
+    if (::mkdirat(dir_fd(), sub.c_str(), 0700) != 0) {
+      return cannot("mkdir " + inside.string() + ": " + std::strerror(errno));
+    }
+    UniqueFd into(::openat(dir_fd(), sub.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    struct stat st {};
+    if (!into || ::fstat(into.get(), &st) != 0 || st.st_uid != ::geteuid()) {
+      return cannot("open " + inside.string() + ": " + std::strerror(errno));
+    }
+    for (const char* name : {"data.mdb", "lock.mdb", "session"}) {
+      (void)::renameat(dir_fd(), name, into.get(), name);  // moves a link itself, not its target
+    }
+    if (::fstatat(dir_fd(), "data.mdb", &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT) {
+      return cannot("data.mdb is still there");
     }
     spdlog::warn("cache: {} was damaged ({}); moved its files to {} and started an empty cache",
                  dir.string(), why, inside.string());
@@ -353,7 +424,9 @@ Result<void> Session::move_aside(const std::string& why) {
 
 Result<void> Session::mark_open() {
   if (lock_fd_ < 0) return {};  // read-only
-  if (auto r = write_recorded(config_.dir, boot_id_, State::kOpen, config_.access); !r) return r;
+  if (auto r = write_recorded(dir_fd(), config_.dir, boot_id_, State::kOpen, config_.access); !r) {
+    return r;
+  }
   if (int err = ofd_lock(lock_fd_, F_RDLCK, kUsersByte, true); err != 0) {
     return io_error("lock session users", err);
   }
@@ -361,19 +434,35 @@ Result<void> Session::mark_open() {
   return {};
 }
 
+bool Session::gate_within_timeout(const char* what) {
+  const int err = gate_lock(lock_fd_, std::chrono::steady_clock::now() + config_.open_timeout);
+  if (err == 0) return true;
+  if (err == EAGAIN) {
+    spdlog::warn(
+        "cache {}: another process has held its open/close gate for more than {} ms "
+        "(stopped?): {} not recorded, the record is left as it is",
+        config_.dir.string(), config_.open_timeout.count(), what);
+  } else {
+    spdlog::warn("cache {}: lock {}: {}: {} not recorded", config_.dir.string(),
+                 (config_.dir / "session.lock").string(), std::strerror(err), what);
+  }
+  return false;
+}
+
 void Session::mark_suspect() {
-  if (lock_fd_ < 0 || ofd_lock(lock_fd_, F_WRLCK, kGateByte, true) != 0) return;
-  (void)write_recorded(config_.dir, boot_id_, State::kSuspect, config_.access);
+  if (lock_fd_ < 0 || !gate_within_timeout("a possibly damaged store")) return;
+  (void)write_recorded(dir_fd(), config_.dir, boot_id_, State::kSuspect, config_.access);
   ofd_lock(lock_fd_, F_UNLCK, kGateByte, false);
 }
 
 void Session::close_clean() {
   if (lock_fd_ < 0) return;
-  if (ofd_lock(lock_fd_, F_WRLCK, kGateByte, true) == 0 &&
-      ofd_lock(lock_fd_, F_WRLCK, kUsersByte, false) == 0 &&
-      read_recorded(config_.dir).state != State::kSuspect) {
-    // Only this process uses the store and its writes are synced.
-    (void)write_recorded(config_.dir, boot_id_, State::kClean, config_.access);
+  if (gate_within_timeout("a clean close") && ofd_lock(lock_fd_, F_WRLCK, kUsersByte, false) == 0) {
+    auto rec = read_recorded(dir_fd(), config_.dir, config_.access);
+    if (rec && rec->state != State::kSuspect) {
+      // Only this process uses the store and its writes are synced.
+      (void)write_recorded(dir_fd(), config_.dir, boot_id_, State::kClean, config_.access);
+    }
   }
   ::close(std::exchange(lock_fd_, -1));
 }

@@ -8,7 +8,10 @@
 //                 LMDB's reader table (process_lock.h: LMDB's own mutexes for these record
 //                 their owner by thread id, which another PID namespace can reuse).
 //   session       "wheelhouse-fs-session/1 <boot id> <open|clean|suspect>", replaced atomically
-//                 and fsynced: whether the store may hold unsynced writes of an earlier boot.
+//                 (a new session.tmp renamed over it) and fsynced: whether the store may hold
+//                 unsynced writes of an earlier boot. In a sticky shared directory a process
+//                 may not rename over another user's record: it rewrites that one in place.
+// Every file is opened relative to the directory, never following a link (dir_policy.h).
 //
 // Opening: under byte 0, decide whether the store must be checked (it was open, not closed
 // cleanly, and the machine rebooted since; or a process saw corruption), check it in a forked
@@ -44,7 +47,7 @@ class Session {
   // A read-only cache: no files, no gate, no bookkeeping; its locks are no-ops.
   static Session read_only(const std::filesystem::path& dir);
   // Deletes the store's files unless a process has the cache open.
-  static Result<void> remove_files(const std::filesystem::path& dir);
+  static Result<void> remove_files(const std::filesystem::path& dir, const DirAccess& access = {});
 
   Session() = default;
   ~Session();
@@ -67,15 +70,24 @@ class Session {
   // Records "open <boot>", joins the users (byte 1) and releases the gate.
   Result<void> mark_open();
   // Records "suspect" so the next opener checks the store (a process saw corruption).
+  // Waits for the gate at most open_timeout (a process stopped while it held it): then logs a
+  // warning and leaves the record as it is.
   void mark_suspect();
-  // After the final mdb_env_sync: records "clean" if no other process uses the store.
+  // After the final mdb_env_sync: records "clean" if no other process uses the store. Waits
+  // for the gate as mark_suspect does; the record then stays "open".
   void close_clean();
+
+  // The cache directory, opened (-1 for a read-only cache): its files are opened relative to
+  // it (dir_policy.h).
+  int dir_fd() const { return dir_fd_.get(); }
 
   // Held around each LMDB write txn, and around each new slot in LMDB's reader table.
   ProcessLock& writer() { return locks_->writer; }
   ProcessLock& reader_table() { return locks_->readers; }
 
  private:
+  // Takes the gate within open_timeout; false (with a warning naming `what`) when not.
+  bool gate_within_timeout(const char* what);
   struct Locks {
     explicit Locks(int fd) : writer(fd, 2), readers(fd, 3) {}
     ProcessLock writer;
@@ -83,6 +95,7 @@ class Session {
   };
   Config config_;
   std::string boot_id_;
+  UniqueFd dir_fd_;
   int lock_fd_ = -1;
   bool needs_check_ = false;
   std::unique_ptr<Locks> locks_;  // on lock_fd_ (a stable address for the cache's threads)

@@ -291,7 +291,7 @@ Python, its torch and CUDA, the GPUs it may use; targets/KEY/ those of any targe
   -o cache_dir=DIR    block cache (default $XDG_CACHE_HOME/wheelhouse-fs, or
                       /var/cache/wheelhouse-fs for root)
   -o cache_size=SIZE  cap on the cache, e.g. 20G (default 20G)
-  -o cache_group=GROUP share the cache with this group (directory 2770, files 0660);
+  -o cache_group=GROUP share the cache with this group (directory 3770, files 0660);
                       without it the cache is private (0700/0600) and a directory that
                       others own or can write is refused
   -o cache_upper=DIR  with a cache_dir on a read-only filesystem (an image layer, a :ro

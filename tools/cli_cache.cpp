@@ -1,6 +1,7 @@
 // wheelhouse cache stats|ls|verify|evict|clear: the block cache, also while a mount uses it
 // (LMDB lets several processes share the directory).
 
+#include <grp.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -27,6 +28,19 @@ std::string cache_dir_of(const CommonOptions& o) {
   return default_cache_dir([](const char* n) { return std::getenv(n); }, ::geteuid() == 0);
 }
 
+// The access of a cache shared with --cache-group, as the mount's cache_group= gives it: a
+// member who does not own the directory opens it without changing any mode.
+bool access_of(const CommonOptions& o, cache::DirAccess* access) {
+  if (o.cache_group.empty()) return true;
+  const group* g = ::getgrnam(o.cache_group.c_str());
+  if (g == nullptr) {
+    std::fprintf(stderr, "wheelhouse: --cache-group: no group named '%s'\n", o.cache_group.c_str());
+    return false;
+  }
+  access->group = g->gr_gid;
+  return true;
+}
+
 // Opens the cache with the cap it already has; reports the error itself.
 std::unique_ptr<cache::BlockCache> open_cache(const CommonOptions& o, int* exit_code) {
   cache::Options co;
@@ -35,6 +49,10 @@ std::unique_ptr<cache::BlockCache> open_cache(const CommonOptions& o, int* exit_
   co.repair = false;  // never move aside a cache that a mount may be using: say so instead
   if (co.dir.empty()) {
     std::fprintf(stderr, "wheelhouse: no cache directory: HOME is not set; give --cache-dir\n");
+    *exit_code = kUsage;
+    return nullptr;
+  }
+  if (!access_of(o, &co.access)) {
     *exit_code = kUsage;
     return nullptr;
   }
@@ -213,6 +231,7 @@ int run_cache_clear(const CommonOptions& o, bool yes, bool force) {
   cache::Options co;
   co.dir = dir;
   co.repair = false;
+  if (!access_of(o, &co.access)) return kUsage;
   auto c = cache::BlockCache::open(co);
   if (!c) {
     if (c.error().kind != cache::CacheError::Kind::kFormat) {
@@ -220,7 +239,7 @@ int run_cache_clear(const CommonOptions& o, bool yes, bool force) {
       return kFailed;
     }
     // A format this version cannot read: remove the store's files.
-    if (auto r = cache::BlockCache::remove_store(dir); !r) {
+    if (auto r = cache::BlockCache::remove_store(dir, co.access); !r) {
       std::fprintf(stderr, "wheelhouse: %s\n", r.error().message.c_str());
       return kFailed;
     }

@@ -26,6 +26,7 @@ enum Exit {
 struct CommonOptions {
   bool json = false;
   std::string cache_dir;                    // empty: the default of wheelhousefs
+  std::string cache_group;                  // a cache shared with this group (cache_group=)
   std::vector<std::string> target_options;  // detect: python=, arch=, ...
 };
 

@@ -4,7 +4,8 @@
 //   wheelhouse shell-hook bash|zsh|fish                      the prompt hook (eval it)
 //   wheelhouse pip-config [--mount DIR]                       a pip.conf for current/all/
 //   wheelhouse status MOUNTPOINT [--json]                a running mount's figures
-//   wheelhouse cache stats|ls|verify|evict|clear          the block cache (--cache-dir DIR)
+//   wheelhouse cache stats|ls|verify|evict|clear          the block cache (--cache-dir DIR,
+//                                                          --cache-group GROUP)
 //   wheelhouse prefetch [--mount DIR] [--target KEY] [--current PKG]... PATH...   warm it
 //   wheelhouse hashes [--mount DIR] [--current | --target KEY] [PKG...]  pinned requirements
 //   wheelhouse publish [REPO] [--target auto|KEY] [--dry-run] [--replace] WHEEL...  upload
@@ -77,6 +78,8 @@ int run(int argc, char** argv) {
   auto* cache = app.add_subcommand("cache", "Inspect or maintain the block cache");
   cache->require_subcommand(1);
   cache->add_option("--cache-dir", common.cache_dir, "cache folder (default: the mount's default)");
+  cache->add_option("--cache-group", common.cache_group,
+                    "the group the cache is shared with (the mount's cache_group=)");
   auto* stats = cache->add_subcommand("stats", "Usage, hits, misses, evictions, corruption");
   stats->add_flag("--json", common.json, "JSON output");
   auto* ls = cache->add_subcommand("ls", "Cached contents, least recently used first");

@@ -5,9 +5,12 @@ directory downloading each byte about once, and nothing another writer plants be
 import concurrent.futures
 import os
 import re
+import shutil
+import signal
 import stat
 import subprocess
 import sys
+import unittest
 
 import mounttest
 from mounttest import REPO, MountedTestCase, sha256_file, wait_for
@@ -182,6 +185,239 @@ class SharedTrust(Wheels, MountedTestCase):
             log = m.read_log()
             self.assertNotIn("MDB_READERS_FULL", log)
             self.assertNotIn("verifying it in memory", log)  # nobody fell back
+
+
+ATTACKER, ATTACKER_GROUP, ATTACKER_ID = "whfs-attk", "whfs-attk-grp", 64123
+CACHE_NAMES = ("session.lock", "downloads.lock", "session", "session.tmp", "data.mdb",
+               "lock.mdb")
+CLI = os.path.join(mounttest.BUILD_DIR, "tools", "wheelhouse")
+
+
+def as_attacker(script, timeout=30):
+    """Runs a shell script as the unprivileged member of the cache's group."""
+    return subprocess.run(["setpriv", f"--reuid={ATTACKER_ID}", f"--regid={ATTACKER_ID}",
+                           "--init-groups", "--", "/bin/sh", "-c", script],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def ensure_attacker():
+    """The group and its member (fixed ids, idempotent); returns whether this run made them."""
+    made = False
+    if subprocess.run(["getent", "group", ATTACKER_GROUP], capture_output=True,
+                      timeout=30).returncode != 0:
+        subprocess.run(["groupadd", "-g", str(ATTACKER_ID), ATTACKER_GROUP], check=True,
+                       capture_output=True, timeout=30)
+        made = True
+    if subprocess.run(["getent", "passwd", ATTACKER], capture_output=True,
+                      timeout=30).returncode != 0:
+        subprocess.run(["useradd", "-M", "-N", "-u", str(ATTACKER_ID), "-g", ATTACKER_GROUP,
+                        "-d", "/nonexistent", "-s", "/usr/sbin/nologin", ATTACKER], check=True,
+                       capture_output=True, timeout=30)
+        made = True
+    return made
+
+
+def remove_attacker():
+    subprocess.run(["userdel", ATTACKER], capture_output=True, timeout=30)
+    subprocess.run(["groupdel", ATTACKER_GROUP], capture_output=True, timeout=30)
+
+
+def kill_daemons_of(cache):
+    """SIGKILLs the wheelhousefs processes started on `cache` (a daemon that hung)."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().split(b"\0")
+        except OSError:
+            continue
+        if cmd and cmd[0] == mounttest.BINARY.encode() and any(
+                f"cache_dir={cache},".encode() in a for a in cmd):
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def fingerprint(path):
+    st = os.lstat(path)
+    with open(path, "rb") as f:
+        content = f.read()
+    return (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid, st.st_size, st.st_mtime_ns, content)
+
+
+class SymlinkAttack(Wheels, MountedTestCase):
+    """A member of cache_group replaces the names of a root daemon's shared cache by symbolic
+    links or hard links to root-only files, FIFOs or directories. The daemon must neither
+    change those files nor hang: it mounts and serves the right bytes, or refuses in one line."""
+    profile = "small"
+
+    @classmethod
+    def setUpClass(cls):
+        if os.geteuid() != 0:
+            raise unittest.SkipTest("needs root: a root daemon, and a second user to attack it")
+        if shutil.which("setpriv") is None:
+            raise unittest.SkipTest("needs setpriv (util-linux)")
+        super().setUpClass()
+        os.chmod(cls.tmp, 0o711)  # the member reaches the cache directories, lists nothing else
+        if ensure_attacker():
+            cls.addClassCleanup(remove_attacker)
+
+    def setUp(self):
+        self.victims = self.scratch("victims")
+        self.secret = os.path.join(self.victims, "root-only")
+        with open(self.secret, "w") as f:
+            f.write("root's secret, mode 0600: not to be read, changed or truncated\n")
+        os.chmod(self.secret, 0o600)
+        # A file the member may hard link to (fs.protected_hardlinks lets a user link only
+        # files it can read and write): its mode, owner and bytes must not change either.
+        self.shared = os.path.join(self.victims, "group-rw")
+        with open(self.shared, "w") as f:
+            f.write("a group-writable file of root's, not a cache file\n")
+        os.chown(self.shared, 0, ATTACKER_ID)
+        os.chmod(self.shared, 0o660)
+        for v in (self.secret, self.shared):
+            os.utime(v, ns=(1600000000 * 10**9, 1600000000 * 10**9))
+        self.before = {v: fingerprint(v) for v in (self.secret, self.shared)}
+        self.wheel = self.wheels(1)[0]
+
+    def assert_victims_untouched(self):
+        for v, fp in self.before.items():
+            self.assertEqual(fingerprint(v), fp, f"{v} changed")
+
+    def mount_as_root(self, cache, name):
+        """A root daemon on the planted cache: serves the right bytes, or refuses in one line.
+        Returns whether it mounted."""
+        try:
+            m = self.mount(name=name, cache_dir=cache, daemon=True,
+                           options=[f"cache_group={ATTACKER_GROUP}", "read_timeout=5s"])
+        except subprocess.TimeoutExpired:
+            kill_daemons_of(cache)
+            subprocess.run(["fusermount3", "-u", "-z", os.path.join(self.scratch(name), "mnt")],
+                           capture_output=True, timeout=30)
+            self.fail(f"the root daemon hung on the planted cache {cache}")
+        if m.returncode != 0:
+            lines = m.startup_stderr.strip().splitlines()
+            self.assertEqual(len(lines), 1, m.startup_stderr)
+            self.assertIn(cache, lines[0])
+            print(f"{name}: refused: {lines[0]}")
+            return False
+        out = subprocess.run([sys.executable, "-c",
+                              "import hashlib,sys;print(hashlib.sha256("
+                              "open(sys.argv[1],'rb').read()).hexdigest())", m.path(self.wheel)],
+                             capture_output=True, text=True, timeout=120)
+        self.assertEqual(out.stdout.strip(), self.manifest["files"][self.wheel]["sha256"],
+                         out.stderr)
+        m.unmount(timeout=60)
+        print(f"{name}: mounted, served the right bytes")
+        return True
+
+    def shared_cache(self, name):
+        """A group-shared cache the root daemon made, used once."""
+        cache = os.path.join(self.scratch(name), "cache")
+        m = self.mount(name=name + "-warm", cache_dir=cache,
+                       options=[f"cache_group={ATTACKER_GROUP}"])
+        self.assertEqual(sha256_file(m.path(self.wheel)),
+                         self.manifest["files"][self.wheel]["sha256"])
+        m.unmount()
+        st = os.stat(cache)
+        self.assertEqual(stat.S_IMODE(st.st_mode), 0o3770)
+        self.assertEqual(st.st_gid, ATTACKER_ID)
+        return cache
+
+    def test_a_member_cannot_replace_the_root_daemons_files(self):
+        cache = self.shared_cache("sticky")
+        present = [n for n in CACHE_NAMES if os.path.exists(os.path.join(cache, n))]
+        self.assertIn("session.lock", present)
+        for n in present:
+            with self.subTest(name=n):
+                r = as_attacker(f"cd '{cache}' && rm -f {n}")
+                self.assertNotEqual(r.returncode, 0, f"the member unlinked {n}")
+                self.assertIn("Operation not permitted", r.stderr)
+                r = as_attacker(f"cd '{cache}' && ln -s '{self.secret}' planted.{n} && "
+                                f"mv -f planted.{n} {n}; rc=$?; rm -f planted.{n}; exit $rc")
+                self.assertNotEqual(r.returncode, 0, f"the member renamed over {n}")
+                self.assertIn("Operation not permitted", r.stderr)
+                st = os.lstat(os.path.join(cache, n))
+                self.assertTrue(stat.S_ISREG(st.st_mode), n)
+                self.assertEqual(st.st_uid, 0, n)
+        # What does not exist yet (session.tmp) can still be planted: it is never followed.
+        r = as_attacker(f"cd '{cache}' && ln -s '{self.secret}' session.tmp")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(self.mount_as_root(cache, "after"))
+        self.assert_victims_untouched()
+
+    def plant_before_first_mount(self, kind, names):
+        """A fresh 03770 directory of root's shared with the group, where the member put
+        `names` before root's first mount."""
+        cache = os.path.join(self.scratch(f"{kind}-{len(names)}-{names[0]}"), "cache")
+        os.mkdir(cache)
+        os.chown(cache, 0, ATTACKER_ID)
+        os.chmod(cache, 0o3770)
+        names = " ".join(names)
+        if kind == "symlink":
+            script = f"for n in {names}; do ln -s '{self.secret}' $n || exit 1; done"
+        elif kind == "fifo":
+            script = f"for n in {names}; do mkfifo -m 660 $n || exit 1; done"
+        elif kind == "directory":
+            script = f"for n in {names}; do mkdir $n && touch $n/x || exit 1; done"
+        else:
+            target = self.secret
+            probe = as_attacker(f"cd '{cache}' && ln '{self.secret}' probe && rm probe")
+            if probe.returncode != 0:  # fs.protected_hardlinks: a file it may read and write
+                target = self.shared
+            script = f"for n in {names}; do ln '{target}' $n || exit 1; done"
+        r = as_attacker(f"cd '{cache}' && {script}")
+        if r.returncode != 0 and kind == "hardlink":
+            self.skipTest(f"the kernel lets this user link no file of root's: {r.stderr}")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return cache
+
+    def check_planted_before_first_mount(self, kind):
+        # Each name on its own, then all of them at once.
+        for names in [[n] for n in CACHE_NAMES] + [list(CACHE_NAMES)]:
+            with self.subTest(names=names):
+                cache = self.plant_before_first_mount(kind, names)
+                for i in range(2):  # and once more: nothing left half done
+                    self.mount_as_root(cache, f"{kind}-{len(names)}-{names[0]}-{i}")
+                    self.assert_victims_untouched()
+                self.assertEqual(stat.S_IMODE(os.stat(cache).st_mode), 0o3770)
+
+    def test_symlinks_planted_before_the_first_mount(self):
+        self.check_planted_before_first_mount("symlink")
+
+    def test_fifos_planted_before_the_first_mount(self):
+        self.check_planted_before_first_mount("fifo")
+
+    def test_hard_links_planted_before_the_first_mount(self):
+        self.check_planted_before_first_mount("hardlink")
+
+    def test_directories_planted_before_the_first_mount(self):
+        self.check_planted_before_first_mount("directory")
+
+    def test_the_cli_inspects_a_group_shared_cache_and_changes_no_mode(self):
+        cache = self.shared_cache("cli")
+
+        def modes():
+            return {n: (stat.S_IMODE(os.lstat(os.path.join(cache, n)).st_mode),
+                        os.lstat(os.path.join(cache, n)).st_gid)
+                    for n in [""] + sorted(os.listdir(cache))}
+        before = modes()
+        r = subprocess.run([CLI, "cache", "--cache-dir", cache, "stats"], capture_output=True,
+                           text=True, timeout=60)
+        self.assertNotEqual(r.returncode, 0, "a group-writable cache opened as a private one")
+        self.assertIn("cache_group", r.stderr)
+        r = subprocess.run([CLI, "cache", "--cache-dir", cache, "--cache-group", ATTACKER_GROUP,
+                            "stats"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("contents", r.stdout)
+        # A member who does not own the directory inspects it too, and changes no mode.
+        r = as_attacker(f"'{CLI}' cache --cache-dir '{cache}' --cache-group {ATTACKER_GROUP} ls",
+                        timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(self.manifest["files"][self.wheel]["sha256"], r.stdout)
+        self.assertEqual(modes(), before)
 
 
 if __name__ == "__main__":

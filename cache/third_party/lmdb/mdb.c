@@ -4311,13 +4311,35 @@ mdb_fopen(const MDB_env *env, MDB_name *fname,
 	}
 	fd = CreateFileW(fname->mn_val, acc, share, NULL, disp, attrs, NULL);
 #else
-	fd = open(fname->mn_val, which & MDB_O_MASK, mode);
+	/* wheelhouse-fs: never follow a symbolic link, never wait on a FIFO
+	 * (O_NONBLOCK, cleared below once the file is known to be regular). */
+	fd = open(fname->mn_val, (which & MDB_O_MASK) | O_NOFOLLOW | O_NONBLOCK, mode);
 #endif
 
 	if (fd == INVALID_HANDLE_VALUE)
 		rc = ErrCode();
 #ifndef _WIN32
 	else {
+		/* wheelhouse-fs: whoever can write the directory (a shared cache's
+		 * group) could have put a FIFO, a directory or a hard link to a file
+		 * elsewhere under this name: accept only a regular file with one
+		 * link (EINVAL, EMLINK otherwise). See README.md. */
+		struct stat st;
+		if (fstat(fd, &st) != 0)
+			rc = ErrCode();
+		else if (!S_ISREG(st.st_mode))
+			rc = EINVAL;
+		else if (st.st_nlink != 1)
+			rc = EMLINK;
+		else if ((flags = fcntl(fd, F_GETFL)) == -1 ||
+			fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == -1)
+			rc = ErrCode();
+		if (rc) {
+			close(fd);
+			fd = INVALID_HANDLE_VALUE;
+			*res = fd;
+			return rc;
+		}
 		if (which != MDB_O_RDONLY && which != MDB_O_RDWR) {
 			/* Set CLOEXEC if we could not pass it to open() */
 			if (!MDB_CLOEXEC && (flags = fcntl(fd, F_GETFD)) != -1)

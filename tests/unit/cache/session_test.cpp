@@ -1,7 +1,12 @@
 // Crash and power-loss bookkeeping, damaged stores, and the format record.
 
 #include <gtest/gtest.h>
+#include <sys/mount.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+#include <ctime>
 #include <fstream>
 
 #include "cache/block_cache.h"
@@ -108,6 +113,43 @@ TEST_F(SessionTest, UncleanRebootWithIntactStoreKeepsIt) {
   EXPECT_TRUE(c->content_state(id).value()->verified);
   EXPECT_TRUE(moved_aside().empty());
   EXPECT_EQ(read_file(dir_ / "session"), "wheelhouse-fs-session/1 boot-B open\n");
+}
+
+// A cache directory that cannot be renamed (a mount point) has its damaged files moved into a
+// directory inside it, named by the time and pid: one that someone put there beforehand (a
+// link to a directory elsewhere) is not used.
+TEST_F(SessionTest, DamagedFilesAreNeverMovedThroughAPlantedLink) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to make the cache directory a mount point";
+  populate();
+  simulate_unclean_reboot();
+  scribble(0, 2);
+  if (::mount(dir_.c_str(), dir_.c_str(), nullptr, MS_BIND, nullptr) != 0) {
+    GTEST_SKIP() << "cannot bind-mount: " << std::strerror(errno);
+  }
+  struct Unmount {
+    fs::path dir;
+    ~Unmount() { ::umount2(dir.c_str(), MNT_DETACH); }
+  } unmount{dir_};
+  // A directory a member of the group made (on the same mount: a rename can reach it).
+  const fs::path elsewhere = dir_ / "members-own";
+  fs::create_directories(elsewhere);
+  // Every name the next seconds could give (corrupt-<UTC time>-<pid>) is a link to it.
+  const std::time_t now = std::time(nullptr);
+  for (std::time_t t = now - 2; t < now + 30; ++t) {
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &tm);
+    fs::create_directory_symlink(
+        elsewhere, dir_ / ("corrupt-" + std::string(buf) + "-" + std::to_string(::getpid())));
+  }
+  auto c = BlockCache::open(options());
+  if (!c) {
+    EXPECT_EQ(c.error().message.find('\n'), std::string::npos) << c.error().message;
+    EXPECT_NE(c.error().message.find("cannot move the damaged cache"), std::string::npos)
+        << c.error().message;
+  }
+  EXPECT_TRUE(fs::is_empty(elsewhere)) << "files were moved through a planted link";
 }
 
 TEST_F(SessionTest, DamageLmdbSeesAtOpenIsMovedAsideEvenAfterACleanClose) {

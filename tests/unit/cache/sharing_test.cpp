@@ -130,7 +130,7 @@ TEST_F(SharingTest, AGroupSharedCacheIsSharedWithThatGroupOnly) {
   }
   struct stat st {};
   ASSERT_EQ(::stat(dir_.c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 07777, 02770u);
+  EXPECT_EQ(st.st_mode & 07777, 03770u);
   EXPECT_EQ(st.st_gid, group);
   for (const char* f : {"data.mdb", "lock.mdb", "session.lock"}) {
     ASSERT_EQ(::stat((dir_ / f).c_str(), &st), 0);
