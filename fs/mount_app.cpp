@@ -111,7 +111,9 @@ class MountApp {
                                                    o_.cache_upper.empty() && !cache_->read_only());
     listings_ = std::make_unique<CachedListingSource>(*hub_, *cache_, endpoint_, repo_.id, 60s, 100,
                                                       own_listings);
-    reader_ = std::make_unique<reader::Reader>(*cache_, *hub_, reader_config(o_));
+    auto rc = reader_config(o_);
+    rc.fetcher.peek_verified_only = !own_listings;  // a wheel's METADATA: not a co-tenant's
+    reader_ = std::make_unique<reader::Reader>(*cache_, *hub_, rc);
     target::CallerTargetsConfig tc;
     tc.overrides = o_.target;
     tc.per_caller = o_.current_per_caller;
@@ -119,7 +121,8 @@ class MountApp {
     callers_ =
         std::make_unique<target::CallerTargets>(tc, std::move(gpus), target::host_platform());
     views_ = std::make_unique<TargetCallerViews>(*callers_);
-    wheel_meta_ = std::make_unique<index::WheelMetadataService>(*reader_, *cache_, o_.read_timeout);
+    wheel_meta_ = std::make_unique<index::WheelMetadataService>(*reader_, *cache_, o_.read_timeout,
+                                                                own_listings);
     index_meta_ = std::make_unique<index::WheelIndexMetadata>(*wheel_meta_);
     targets_ = std::make_unique<ns::TargetsView>(*listings_, callers_->host(), index_meta_.get());
     targets_->set_current_keys(

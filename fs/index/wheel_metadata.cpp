@@ -94,8 +94,8 @@ std::optional<std::string> record_sha256(std::string_view record, std::string_vi
 }
 
 WheelMetadataService::WheelMetadataService(reader::Reader& reader, cache::MetadataStore& store,
-                                           std::chrono::milliseconds patience)
-    : reader_(reader), store_(store), patience_(patience) {}
+                                           std::chrono::milliseconds patience, bool trust_store)
+    : reader_(reader), store_(store), patience_(patience), trust_store_(trust_store) {}
 
 WheelMetadataStats WheelMetadataService::stats() const {
   std::lock_guard lock(mu_);
@@ -190,7 +190,7 @@ Expected<std::shared_ptr<const WheelMetadata>, std::string> WheelMetadataService
     std::lock_guard lock(mu_);
     if (const auto it = memory_.find(id); it != memory_.end()) known = it->second;
   }
-  if (!known) {
+  if (!known && trust_store_) {
     if (auto rec = store_.get_wheel_metadata(id); rec && *rec) {
       known = remember(wheel, std::move((*rec)->metadata), (*rec)->verified);
       std::lock_guard lock(mu_);

@@ -65,8 +65,10 @@ struct WheelMetadataStats {
 class WheelMetadataService {
  public:
   // `patience`: how long a ranged read may make no progress.
+  // `trust_store`: take the METADATA records of the cache as they are (false for a cache
+  // others can write: then each is read again from the wheel, and only stored).
   WheelMetadataService(reader::Reader& reader, cache::MetadataStore& store,
-                       std::chrono::milliseconds patience);
+                       std::chrono::milliseconds patience, bool trust_store = true);
 
   // The metadata of the wheel `content`; the error says why there is none (not a zip, no
   // METADATA, the network).
@@ -85,6 +87,7 @@ class WheelMetadataService {
   reader::Reader& reader_;
   cache::MetadataStore& store_;
   const std::chrono::milliseconds patience_;
+  const bool trust_store_;
   mutable std::mutex mu_;  // guards memory_ and stats_
   std::unordered_map<std::string, std::shared_ptr<const WheelMetadata>> memory_;
   WheelMetadataStats stats_;

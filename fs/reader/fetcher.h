@@ -74,6 +74,10 @@ struct FetcherConfig {
   std::chrono::seconds failure_memo{10};
   // Serve a content the cache records as verified without hashing it in this process first.
   bool trust_cache = false;
+  // A cache others can write (cache_group=, a read-only tier): peek() takes from it only the
+  // bytes of contents this process verified itself, else it reads them with one ranged GET
+  // (what a wheel's METADATA is made of must not come from a co-tenant's blocks).
+  bool peek_verified_only = false;
   // Contents the cache cannot keep are verified in memory, up to this many bytes in all.
   std::uint64_t memory_limit = 512ull << 20;
   // Another process sharing the cache downloading a file this process needs is waited for

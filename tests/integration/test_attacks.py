@@ -22,7 +22,7 @@ import time
 
 import mounttest
 from mounttest import MountedTestCase, sha256_file, wait_for
-from test_callers import activated, real_venv
+from test_callers import TAG, activated, real_venv
 
 FAKE_CUDART = os.path.join(mounttest.BUILD_DIR, "tests", "unit", "target", "libfake_cudart.so")
 HELPER = os.path.join(mounttest.BUILD_DIR, "tests", "unit", "cache", "cache_test_helper")
@@ -301,6 +301,43 @@ class PlantedListings(Hostile):
         got, listed = self.served(m3)
         self.assertNotEqual(listed, self.want)
         self.assertEqual(got, listed)
+
+    def test_metadata_planted_by_a_group_member_is_not_served_to_pip(self):
+        """What pip resolves from (a wheel's .metadata file of simple/) is read from the wheel
+        itself, from bytes this daemon fetched or verified, never a co-tenant's record."""
+        root = self.scratch("meta")
+        os.chmod(root, 0o755)
+        cache = os.path.join(root, "cache")
+        opts = [f"cache_group={GROUP}", "arch=sm89", "torch=2.9", "cuda=12.8"]
+        key = f"sm89-torch2.9-cu128-{TAG}"
+        m = self.mount(cache_dir=cache, options=opts)
+        page = m.path(f"targets/{key}/simple/flash-attn")
+        name = next(f for f in os.listdir(page) if f.endswith(".whl.metadata"))
+        with open(os.path.join(page, name), "rb") as f:
+            genuine = f.read()
+        sha = os.getxattr(os.path.join(page, name[:-len(".metadata")]),
+                          "user.wheelhouse.sha256").decode()
+        m.unmount()
+        planted = os.path.join(self.scratch("planted-meta"), "METADATA")
+        with open(planted, "wb") as f:
+            f.write(genuine.replace(b"\n\n", b"\nRequires-Dist: evil-package\n\n", 1)
+                    if b"\n\n" in genuine else genuine + b"Requires-Dist: evil-package\n")
+        os.chmod(planted, 0o644)
+        os.chmod(os.path.dirname(planted), 0o755)
+        rc, out, err, _ = as_user(UID, [HELPER, "plant-metadata", cache, sha, planted],
+                                  groups=[GROUP])
+        self.assertEqual(rc, 0, err)
+        m2 = self.mount(name="m2", cache_dir=cache, options=opts)
+        with open(m2.path(f"targets/{key}/simple/flash-attn/{name}"), "rb") as f:
+            served = f.read()
+        self.assertNotIn(b"evil-package", served)
+        self.assertEqual(served, genuine)
+        m2.unmount()
+        # The plant was real: a daemon told to trust the cache's writers serves it.
+        as_user(UID, [HELPER, "plant-metadata", cache, sha, planted], groups=[GROUP])
+        m3 = self.mount(name="m3", cache_dir=cache, options=opts + ["cache_trusted"])
+        with open(m3.path(f"targets/{key}/simple/flash-attn/{name}"), "rb") as f:
+            self.assertIn(b"evil-package", f.read())
 
     def test_a_listing_planted_in_a_read_only_tier_is_not_believed(self):
         lower = os.path.join(self.scratch("lower"), "cache")

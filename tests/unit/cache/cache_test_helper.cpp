@@ -15,6 +15,8 @@
 //                                        PATH has FILE's sha256 and size, and stores FILE's
 //                                        bytes as that content, verified: a listing and blocks
 //                                        that agree, as a hostile writer could leave them
+//   plant-metadata DIR SHA256 FILE       records FILE as the METADATA of the wheel SHA256,
+//                                        "verified" (what pip would be told it depends on)
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -250,6 +252,24 @@ int plant_listing(const std::string& dir, const std::string& endpoint, const std
   return 0;
 }
 
+int plant_metadata(const std::string& dir, const std::string& sha, const std::string& file) {
+  whfs::cache::Options o;
+  o.dir = dir;
+  o.cap_bytes = 0;
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) return fail("stat " + dir);
+  if (st.st_uid != ::geteuid()) o.access.group = st.st_gid;
+  auto c = BlockCache::open(o);
+  if (!c) return fail("open: " + c.error().message);
+  std::ifstream in(file, std::ios::binary);
+  std::ostringstream read;
+  read << in.rdbuf();
+  const auto id = ContentId::from_hex(ContentId::Kind::kSha256, sha);
+  if (!id) return fail("bad sha256");
+  if (!(*c)->put_wheel_metadata(id->to_string(), {read.str(), true})) return fail("put");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -267,6 +287,7 @@ int main(int argc, char** argv) {
   if (a.size() == 5 && a[0] == "plant") {
     return plant(a[1], a[2], std::stoull(a[3]), static_cast<std::uint32_t>(std::stoul(a[4])));
   }
+  if (a.size() == 4 && a[0] == "plant-metadata") return plant_metadata(a[1], a[2], a[3]);
   if (a.size() == 7 && a[0] == "plant-listing") {
     return plant_listing(a[1], a[2], a[3], a[4], a[5], a[6]);
   }

@@ -53,6 +53,30 @@ class SharedCacheTest : public ::testing::Test {
     EXPECT_TRUE(c) << (c ? "" : c.error().message);
     return c ? std::move(*c) : nullptr;
   }
+  // A content stored and recorded as verified, then its block 3 replaced (with a valid block
+  // checksum): what anyone who can write the cache directory can do.
+  void plant_block_three() {
+    {
+      auto c = open(options());
+      ASSERT_TRUE(c->put_blocks(content.id, content.size, 0, std::as_bytes(std::span(bytes))));
+      ASSERT_TRUE(c->verify_content(content.id, content.size).value().verified);
+    }
+    auto env = cache::lmdb::Env::open(dir_.string(), {.max_dbs = 16});
+    ASSERT_TRUE(env);
+    auto txn = cache::lmdb::Txn::begin(*env, 0);
+    auto dbi = txn->open_dbi(cache::kBlocksDb, 0);
+    ASSERT_TRUE(dbi);
+    const auto key = cache::block_key(content.id, 3);
+    auto v = txn->get(*dbi, key.bytes());
+    ASSERT_TRUE(v && *v);
+    std::string value(cache::lmdb::as_chars(**v));
+    value[8 + 10] ^= 0x5a;  // a payload byte
+    const auto payload = std::as_bytes(std::span(value)).subspan(8);
+    const std::uint64_t sum = cache::block_checksum(key.bytes(), payload);
+    for (int i = 0; i < 8; ++i) value[i] = static_cast<char>(sum >> (8 * i) & 0xff);
+    ASSERT_TRUE(txn->put(*dbi, key.bytes(), cache::lmdb::as_bytes(value)));
+    ASSERT_TRUE(txn->commit());
+  }
   static FetcherConfig config() {
     FetcherConfig c;
     c.workers = 4;
@@ -135,28 +159,7 @@ TEST_F(SharedCacheTest, BlocksPlantedWithTheVerifiedFlagAreNotServed) {
   // Anyone who can write the cache directory can replace a block (with a valid block
   // checksum) of a content recorded as verified. A daemon hashes every content itself once
   // before serving it, so it serves the Hub's bytes, not the planted ones.
-  {
-    auto c = open(options());
-    ASSERT_TRUE(c->put_blocks(content.id, content.size, 0, std::as_bytes(std::span(bytes))));
-    ASSERT_TRUE(c->verify_content(content.id, content.size).value().verified);
-  }
-  {
-    auto env = cache::lmdb::Env::open(dir_.string(), {.max_dbs = 16});
-    ASSERT_TRUE(env);
-    auto txn = cache::lmdb::Txn::begin(*env, 0);
-    auto dbi = txn->open_dbi(cache::kBlocksDb, 0);
-    ASSERT_TRUE(dbi);
-    const auto key = cache::block_key(content.id, 3);
-    auto v = txn->get(*dbi, key.bytes());
-    ASSERT_TRUE(v && *v);
-    std::string value(cache::lmdb::as_chars(**v));
-    value[8 + 10] ^= 0x5a;  // a payload byte
-    const auto payload = std::as_bytes(std::span(value)).subspan(8);
-    const std::uint64_t sum = cache::block_checksum(key.bytes(), payload);
-    for (int i = 0; i < 8; ++i) value[i] = static_cast<char>(sum >> (8 * i) & 0xff);
-    ASSERT_TRUE(txn->put(*dbi, key.bytes(), cache::lmdb::as_bytes(value)));
-    ASSERT_TRUE(txn->commit());
-  }
+  plant_block_three();
   auto c = open(options());
   const std::uint32_t bs = c->block_size();
   MemoryHub hub(bytes);
@@ -164,6 +167,30 @@ TEST_F(SharedCacheTest, BlocksPlantedWithTheVerifiedFlagAreNotServed) {
   EXPECT_EQ(read(r, content, 3 * bs, 100), bytes.substr(3 * bs, 100));
   EXPECT_GE(r.stats().corrupt, 1u);
   EXPECT_GT(hub.calls, 0);  // downloaded again
+}
+
+// What the daemon derives for itself from a content (a wheel's METADATA, by peek) comes, in a
+// cache others can write, only from bytes this process verified: else from the Hub (issue 21).
+TEST_F(SharedCacheTest, APeekOfASharedCacheTakesNoBytesThisProcessDidNotVerify) {
+  plant_block_three();
+  auto c = open(options());
+  const std::uint32_t bs = c->block_size();
+  const WaitPolicy wait;
+  {
+    MemoryHub hub(bytes);
+    Reader trusting(*c, hub, ReaderConfig{config(), {}});
+    auto got = trusting.peek(content, 3 * bs, 100, wait);
+    ASSERT_TRUE(got);
+    EXPECT_NE(*got, bytes.substr(3 * bs, 100));  // a private cache's rule: its bytes as stored
+  }
+  FetcherConfig fc = config();
+  fc.peek_verified_only = true;
+  MemoryHub hub(bytes);
+  Reader wary(*c, hub, ReaderConfig{fc, {}});
+  auto got = wary.peek(content, 3 * bs, 100, wait);
+  ASSERT_TRUE(got) << got.error().message;
+  EXPECT_EQ(*got, bytes.substr(3 * bs, 100));
+  EXPECT_GT(hub.calls, 0);
 }
 
 }  // namespace
