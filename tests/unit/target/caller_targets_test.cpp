@@ -56,7 +56,10 @@ class CallerTargetsTest : public ::testing::Test {
     return more;
   }
 
+  // A deadline no loaded machine reaches (sanitizers, parallel tests), unless a test sets one.
   CallerTargets make(CallerTargetsConfig config = {}) {
+    if (config.deadline == CallerTargetsConfig{}.deadline)
+      config.deadline = std::chrono::minutes(2);
     return CallerTargets(std::move(config), two_gpus(), host_platform());
   }
 
@@ -86,12 +89,12 @@ TEST_F(CallerTargetsTest, WhyThereIsNone) {
   const Sleeper no_python({"PATH=/nowhere"});
   auto r = targets.resolve(no_python.pid());
   EXPECT_EQ(r->key, CallerTargets::kUnresolved);
-  EXPECT_EQ(r->why_unresolved,
-            "no Python interpreter: no python3 on the process's PATH (/nowhere)");
+  EXPECT_EQ(r->why_unresolved, "no Python interpreter: no python3 on the process's PATH (/nowhere)")
+      << r->caller.dump() << " (pid " << no_python.pid() << ")";
   const Sleeper no_gpu(env("a", {"CUDA_VISIBLE_DEVICES="}));
   r = targets.resolve(no_gpu.pid());
   EXPECT_EQ(r->key, CallerTargets::kUnresolved);
-  EXPECT_EQ(r->why_unresolved, "CUDA_VISIBLE_DEVICES=\"\" leaves no device");
+  EXPECT_EQ(r->why_unresolved, "CUDA_VISIBLE_DEVICES=\"\" leaves no device") << r->caller.dump();
   r = targets.resolve(0);
   EXPECT_EQ(r->key, CallerTargets::kUnresolved);
   EXPECT_NE(r->why_unresolved.find("PID namespace"), std::string::npos);

@@ -123,9 +123,17 @@ class Sleeper {
       ::_exit(127);
     }
     const std::string exe = "/proc/" + std::to_string(pid_) + "/exe";
+    const std::string environ = "/proc/" + std::to_string(pid_) + "/environ";
     for (int i = 0; i < 1000; ++i) {
       std::error_code ec;
-      if (fs::read_symlink(exe, ec).filename() == "sleep") return;
+      // The exec is done once its environment is there too: /proc/PID/exe names the new
+      // program a moment before the kernel has laid out its environment (an empty environ
+      // then; seen under TSan on a loaded machine).
+      if (fs::read_symlink(exe, ec).filename() == "sleep") {
+        std::ifstream in(environ, std::ios::binary);
+        char first = 0;
+        if (env.empty() || in.get(first)) return;
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     std::abort();  // the fork or the exec failed: nothing this test could check
