@@ -67,8 +67,9 @@ struct PublishOptions {
 int run_detect(const CommonOptions& o, const DetectOptions& d);
 int run_shell_hook(const std::string& shell, const std::vector<std::string>& mounts);
 int run_pip_config(const std::string& mount);
-// The only wheelhouse mount this process sees, else /mnt/wheelhouse.
-std::string default_mount();
+// The one mount of `mounts` (the wheelhouse mounts found, or the one named), else
+// /mnt/wheelhouse.
+std::string default_mount(const std::vector<std::string>& mounts);
 // Where current/ leads this process under `mount`, as the mount answers it (its overrides too).
 Expected<std::string, std::string> key_from_mount(const std::string& mount);
 int run_publish(const PublishOptions& o);

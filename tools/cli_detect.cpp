@@ -27,9 +27,9 @@ int run_detect(const CommonOptions& o, const DetectOptions& d) {
   // A script's key comes from the mount itself (its overrides, and the environment this
   // process has now, that of the shell or script that runs it); without a mount, as below.
   if (d.key_only && d.pid == 0 && o.target_options.empty()) {
-    const bool named = !d.mount.empty();
-    const std::string mount = named ? d.mount : default_mount();
-    if (named || !wheelhouse_mounts().empty()) {
+    const auto mounts = d.mount.empty() ? wheelhouse_mounts() : std::vector<std::string>{d.mount};
+    if (!mounts.empty()) {
+      const std::string mount = default_mount(mounts);
       auto key = key_from_mount(mount);
       if (!key) {
         std::fprintf(stderr, "wheelhouse: %s\n", key.error().c_str());

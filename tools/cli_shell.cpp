@@ -108,13 +108,12 @@ int run_shell_hook(const std::string& shell, const std::vector<std::string>& mou
   return kUsage;
 }
 
-std::string default_mount() {
-  const auto mounts = wheelhouse_mounts();
+std::string default_mount(const std::vector<std::string>& mounts) {
   return mounts.size() == 1 ? mounts.front() : "/mnt/wheelhouse";
 }
 
 int run_pip_config(const std::string& mount_arg) {
-  const std::string mount = mount_arg.empty() ? default_mount() : mount_arg;
+  const std::string mount = mount_arg.empty() ? default_mount(wheelhouse_mounts()) : mount_arg;
   std::printf(
       "# wheelhouse-fs: `pip install flash-attn` in any venv takes the wheelhouse's wheel for\n"
       "# that venv (its Python, torch, CUDA and this machine's GPU). Install as /etc/pip.conf,\n"

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstdio>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -362,20 +363,33 @@ std::shared_ptr<const Resolution> CallerTargets::resolve(pid_t pid, std::optiona
     ++c.in_flight_of[uid];
     ++c.in_flight;
     const std::uint64_t gen = c.generation;
-    std::thread([core = core_, flight, pid, uid, gen, identity] {
-      auto r = core->resolve_uncached(pid);
-      std::lock_guard l(core->mu);
-      if (r->key == kUnresolved) ++core->stats.unresolved;
-      core->remember(pid, identity, uid, gen, r, Clock::now());
-      flight->result = std::move(r);
-      if (const auto f = core->flights.find(pid); f != core->flights.end() && f->second == flight) {
-        core->flights.erase(f);
-      }
-      --core->in_flight_of[uid];
-      if (core->in_flight_of[uid] == 0) core->in_flight_of.erase(uid);
-      --core->in_flight;
-      flight->done.notify_all();
-    }).detach();
+    const auto undo = [&] {
+      c.flights.erase(pid);
+      if (--c.in_flight_of[uid] == 0) c.in_flight_of.erase(uid);
+      --c.in_flight;
+    };
+    try {
+      std::thread([core = core_, flight, pid, uid, gen, identity] {
+        auto r = core->resolve_uncached(pid);
+        std::lock_guard l(core->mu);
+        if (r->key == kUnresolved) ++core->stats.unresolved;
+        core->remember(pid, identity, uid, gen, r, Clock::now());
+        flight->result = std::move(r);
+        if (const auto f = core->flights.find(pid);
+            f != core->flights.end() && f->second == flight) {
+          core->flights.erase(f);
+        }
+        --core->in_flight_of[uid];
+        if (core->in_flight_of[uid] == 0) core->in_flight_of.erase(uid);
+        --core->in_flight;
+        flight->done.notify_all();
+      }).detach();
+    } catch (const std::system_error& e) {  // no thread to be had: answer now, keep nothing
+      undo();
+      ++c.stats.unresolved;
+      return make_unresolved(std::string("cannot start a thread to read it: ") + e.what(),
+                             {{"pid", pid}});
+    }
   }
   if (flight->gave_up) return flight->gave_up;
   if (!wait) return flight->result;  // null while under way

@@ -180,21 +180,12 @@ int RootFs::walk_in(const std::string& path, int flags, bool follow_last) const 
     }
     stack.push_back(fd);
   }
+  // The O_PATH fd of what was found (stack[0]: the root itself), or that very file opened
+  // again through it, whatever was renamed since.
   const int last = stack.back();
-  int out = -1;
-  if ((flags & O_PATH) != 0 || stack.size() == 1) {
-    out = stack.size() == 1 ? ::fcntl(fd_, F_DUPFD_CLOEXEC, 0) : ::fcntl(last, F_DUPFD_CLOEXEC, 0);
-    if ((flags & O_PATH) == 0 && out >= 0) {
-      // The root itself, opened for reading.
-      const int reopened = ::openat(out, ".", flags | O_CLOEXEC);
-      ::close(out);
-      out = reopened;
-    }
-  } else {
-    // Opened again through its O_PATH fd: the very file checked, whatever was renamed since.
-    const std::string self = "/proc/thread-self/fd/" + std::to_string(last);
-    out = ::open(self.c_str(), (flags & ~O_NOFOLLOW) | O_CLOEXEC);
-  }
+  const std::string self = "/proc/thread-self/fd/" + std::to_string(last);
+  const int out = (flags & O_PATH) != 0 ? ::fcntl(last, F_DUPFD_CLOEXEC, 0)
+                                        : ::open(self.c_str(), (flags & ~O_NOFOLLOW) | O_CLOEXEC);
   const int err = errno;
   close_all();
   errno = err;

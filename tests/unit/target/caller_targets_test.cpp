@@ -271,12 +271,11 @@ TEST_F(CallerTargetsTest, AHungReadingCostsTheDeadlineAndOneUserItsOwnBound) {
         << r->why_unresolved;
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
-  // The same process again is answered at once from its reading under way (one deadline per
-  // process: a path walk asks twice), then the bound.
-  const auto at_once = std::chrono::steady_clock::now();
+  // The same process again is answered from its reading under way without a second wait (one
+  // deadline per process: a path walk asks twice), then the bound; the counts below say that
+  // neither waited (timed_out counts each wait).
   EXPECT_NE(targets.resolve(1000, 7)->why_unresolved.find("took longer"), std::string::npos);
   const auto refused = targets.resolve(1004, 7);
-  EXPECT_LT(std::chrono::steady_clock::now() - at_once, std::chrono::milliseconds(100));
   EXPECT_NE(refused->why_unresolved.find("user 7 already has 4 detections under way"),
             std::string::npos)
       << refused->why_unresolved;
