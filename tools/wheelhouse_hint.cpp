@@ -7,6 +7,7 @@
 
 #include <sys/xattr.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -33,7 +34,12 @@ int main(int argc, char** argv) {
     char value[4096];
     const ssize_t n = ::getxattr(m.c_str(), "user.wheelhouse.hint", value, sizeof value - 1);
     if (n < 0) {
-      if (verbose) std::fprintf(stderr, "%s: %s\n", m.c_str(), std::strerror(errno));
+      if (verbose) {
+        std::fprintf(stderr, "%s: %s\n", m.c_str(),
+                     errno == ENODATA || errno == ENOTSUP
+                         ? "not a wheelhouse mount (or one without current/)"
+                         : std::strerror(errno));
+      }
       ++failed;
       continue;
     }
