@@ -8,7 +8,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${WHFS_JOBS:-$(nproc)}
 
-mapfile -t sources < <(git ls-files '*.cpp' '*.h' | grep -v '/third_party/')
+# The sources are found on disk, not with git: a copy without .git (or a machine without git)
+# must lint the same files, and a lint that finds none fails instead of passing.
+list_sources() {  # folder... : the C++ sources under them, vendored and generated code excluded
+  find "$@" -type f \( -name '*.cpp' -o -name '*.h' \) -not -path '*/third_party/*' \
+       -not -path '*/node_modules/*' -not -path '*/generated/*' | sort
+}
+mapfile -t sources < <(list_sources fs cache tools tests)
+if ((${#sources[@]} < 100)); then
+  echo "lint: found only ${#sources[@]} C++ sources under fs/ cache/ tools/ tests/; is this the project root?" >&2
+  exit 1
+fi
 echo "lint: clang-format on ${#sources[@]} files"
 clang-format --dry-run --Werror "${sources[@]}"
 
@@ -18,7 +28,7 @@ if [[ ${1:-} == --changed ]]; then
   mapfile -t tidy < <(git diff --name-only "$base" -- 'fs/*.cpp' 'cache/*.cpp' 'tools/*.cpp' |
                       grep -v '/third_party/' || true)
 else
-  mapfile -t tidy < <(git ls-files 'fs/*.cpp' 'cache/*.cpp' 'tools/*.cpp' | grep -v '/third_party/')
+  mapfile -t tidy < <(list_sources fs cache tools | grep '\.cpp$')
 fi
 if ((${#tidy[@]} == 0)); then
   echo "lint: no source for clang-tidy"
