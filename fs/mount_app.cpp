@@ -25,7 +25,9 @@
 #include "fs/index/index_metadata.h"
 #include "fs/index/wheel_metadata.h"
 #include "fs/listing_source.h"
+#include "fs/metrics/metrics.h"
 #include "fs/mount_config.h"
+#include "fs/mount_metrics.h"
 #include "fs/namespace/namespace.h"
 #include "fs/namespace/targets_view.h"
 #include "fs/reader/reader.h"
@@ -57,9 +59,10 @@ class MountApp {
       return 1;
     }
     mounted_at_ = std::time(nullptr);
-    spdlog::info("mounted {}@{} (commit {}{}) on {}; {}", repo_.id, o_.revision, names_->commit(),
-                 offline_note_, o_.mountpoint, gpu_summary());
-    hooks_.ready();
+    hooks_.ready();  // first: a detached daemon's log moves to its file here
+    spdlog::info("mounted {}@{} (commit {}{}) on {}; {}{}", repo_.id, o_.revision, names_->commit(),
+                 offline_note_, o_.mountpoint, gpu_summary(),
+                 metrics_url_.empty() ? "" : "; metrics at " + metrics_url_);
     std::thread signals([this] { wait_for_signals(); });
     std::thread refresher([this] { refresh_loop(); });
     fuse_->run();  // until SIGTERM/SIGINT or an external unmount
@@ -70,6 +73,7 @@ class MountApp {
     cv_.notify_all();
     refresher.join();
     signals.join();
+    metrics_.reset();  // no scrape from here on; the textfile goes
     hub_->cancel();
     reader_->shutdown();
     fuse_.reset();  // unmounts
@@ -138,6 +142,17 @@ class MountApp {
     if (auto root = names_->readdir(ns::kRootIno, false); !root) {
       return unexpected("cannot list " + repo_.id + " at commit " + commit_ + ": " +
                         root.error().message);
+    }
+    if (!o_.metrics.empty() || !o_.metrics_textfile.empty()) {
+      auto e = metrics::Exporter::start(o_.metrics, o_.metrics_textfile,
+                                        [this] { return collect_metrics(); });
+      if (!e) return unexpected(e.error());
+      metrics_ = std::move(e).value();
+      if (!o_.metrics.empty()) {
+        // The port the listener got (metrics=...:0 lets the kernel choose one).
+        metrics_url_ = "http://" + o_.metrics.substr(0, o_.metrics.rfind(':') + 1) +
+                       std::to_string(metrics_->port()) + "/metrics";
+      }
     }
     auto m = fuse::FuseMount::mount(*fs_, fuse_config(o_, repo_.id));
     if (!m) return unexpected(m.error());
@@ -353,6 +368,7 @@ class MountApp {
       auto rev = resolve(Clock::now() + 30s);
       if (!rev) {
         spdlog::warn("refresh of {}@{} failed: {}", repo_.id, o_.revision, rev.error().describe());
+        note_refresh("failed: " + rev.error().describe(), false);
       } else if (rev->commit != commit) {
         commit = rev->commit;
         mtime = mtime_of(*rev);
@@ -361,17 +377,45 @@ class MountApp {
     const std::string old = names_->commit();
     if (commit == old) {
       spdlog::info("refresh: {}@{} is still at {}", repo_.id, o_.revision, old);
+      note_refresh("still at " + old, !hub_->offline());
       return;
     }
     auto inv = names_->switch_to(commit, mtime);
     if (!inv) {
       spdlog::warn("refresh to {} failed: {}", commit, inv.error().message);
+      note_refresh("listing " + commit + " failed: " + inv.error().message, false);
       return;
     }
     fuse_->invalidate(*inv);
     refreshes_++;
+    note_refresh("moved from " + old + " to " + commit, true);
     spdlog::info("refresh: {}@{} moved from {} to {} ({} entries and {} inodes invalidated)",
                  repo_.id, o_.revision, old, commit, inv->entries.size(), inv->inodes.size());
+  }
+
+  void note_refresh(std::string result, bool reached_hub) {
+    std::lock_guard lock(facts_mu_);
+    last_refresh_at_ = std::time(nullptr);
+    if (reached_hub) last_refresh_ok_ = last_refresh_at_;
+    last_refresh_result_ = std::move(result);
+  }
+
+  MountFacts facts() {
+    MountFacts f;
+    f.repo = repo_.id;
+    f.revision = o_.revision;
+    f.commit = names_->commit();
+    f.commit_time = names_->mtime();
+    f.mounted_at = mounted_at_;
+    f.commit_changes = refreshes_.load();
+    f.offline = hub_->offline() || !offline_note_.empty();
+    std::lock_guard lock(facts_mu_);
+    f.last_refresh = last_refresh_ok_;
+    return f;
+  }
+
+  std::vector<prometheus::MetricFamily> collect_metrics() {
+    return mount_metrics(facts(), *hub_, *reader_, *cache_);
   }
 
   std::string status_json() {
@@ -385,15 +429,27 @@ class MountApp {
     j["offline_fallback"] = !offline_note_.empty();
     j["mountpoint"] = o_.mountpoint;
     j["mounted_at"] = mounted_at_;
+    j["now"] = std::time(nullptr);
+    j["commit_time"] = names_->mtime();
     j["pid"] = ::getpid();
     j["refreshes"] = refreshes_.load();
+    {
+      std::lock_guard lock(facts_mu_);
+      j["last_refresh"] = last_refresh_at_ == 0 ? nlohmann::json(nullptr)
+                                                : nlohmann::json{{"at", last_refresh_at_},
+                                                                 {"result", last_refresh_result_}};
+    }
+    if (!metrics_url_.empty()) j["metrics"] = metrics_url_;
+    j["reads"] = read_stats_json(reader_->read_stats());
+    j["received_bytes"] = reader_->received_bytes();
+    j["transfers"] = transfers_json(reader_->transfers());
     j["inodes"] = names_->inode_count();
     j["serving"] = o_.streaming ? "streaming" : "verified";
     j["targets"] = o_.current ? callers_->status_json() : nlohmann::json(nullptr);
     j["wheel_metadata"] = wheel_metadata_json(wheel_meta_->stats());
     j["hub"] = hub_stats_json(hub_->stats());
     j["fetch"] = fetch_stats_json(reader_->stats());
-    j["recent_problems"] = recent_problems();
+    j["recent_problems"] = problems_json(recent_problems());
     if (auto s = cache_->stats(); s) {
       j["cache"] = cache_stats_json(o_.cache_dir, *s);
     }
@@ -410,7 +466,7 @@ class MountApp {
   std::int64_t mounted_at_ = 0;
   std::atomic<std::uint64_t> refreshes_{0};
 
-  // Declared in construction order; destroyed in reverse (the FUSE mount first).
+  // Destroyed in reverse order of declaration: the metrics and the FUSE mount first.
   std::unique_ptr<cache::BlockCache> cache_;
   std::unique_ptr<hub::HubClient> hub_;
   std::unique_ptr<CachedListingSource> listings_;
@@ -423,6 +479,13 @@ class MountApp {
   std::unique_ptr<index::WheelIndexMetadata> index_meta_;
   std::unique_ptr<Filesystem> fs_;
   std::unique_ptr<fuse::FuseMount> fuse_;
+  std::unique_ptr<metrics::Exporter> metrics_;  // reads the above at each scrape
+  std::string metrics_url_;                     // set before the mount, then read only
+
+  std::mutex facts_mu_;  // guards the three below (a leaf)
+  std::int64_t last_refresh_at_ = 0;
+  std::int64_t last_refresh_ok_ = 0;  // the last refresh that reached the Hub
+  std::string last_refresh_result_;
 
   std::mutex mu_;  // guards stopping_, refresh_requested_ and corrupt_
   std::condition_variable cv_;

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "fs/common/units.h"
+#include "fs/metrics/metrics.h"
 
 namespace whfs {
 namespace {
@@ -76,6 +77,23 @@ Expected<void, std::string> apply_option(MountOptions& o, const std::string& ite
   }
   if (key == "token_file") return set_string(o.token_file);
   if (key == "log_file") return set_string(o.log_file);
+  if (key == "metrics") {
+    if (auto r = need_value(); !r) return r;
+    auto listen = metrics::parse_listen(value);
+    if (!listen) return unexpected(listen.error());
+    o.metrics = *listen;
+    return {};
+  }
+  if (key == "metrics_textfile") {
+    if (auto r = set_string(o.metrics_textfile); !r) return r;
+    if (!o.metrics_textfile.starts_with("/")) {
+      return unexpected("metrics_textfile must be an absolute path (the daemon runs from /)");
+    }
+    if (!o.metrics_textfile.ends_with(".prom")) {
+      return unexpected("metrics_textfile must end in .prom (node_exporter reads only those)");
+    }
+    return {};
+  }
   if (key == "cache_dir") return set_string(o.cache_dir);
   if (key == "cache_upper") return set_string(o.cache_upper);
   if (key == "cache_group") return set_string(o.cache_group);
@@ -321,6 +339,12 @@ Python, its torch and CUDA, the GPUs it may use; targets/KEY/ those of any targe
   -o log_file=PATH    where the daemon logs once detached (default: syslog when /dev/log
                       exists, else /var/log/wheelhousefs.log for root or
                       ~/.local/state/wheelhouse-fs/wheelhousefs.log)
+  -o metrics=[HOST:]PORT
+                      serve Prometheus metrics at http://HOST:PORT/metrics (HOST defaults
+                      to 127.0.0.1; another address only when named, e.g. 0.0.0.0:9101)
+  -o metrics_textfile=PATH
+                      write the same metrics to PATH (ending in .prom) every 5 s, for
+                      node_exporter's textfile collector; removed at unmount
   -o dumpable         allow core dumps of the daemon (off by default: a dump would hold
                       the token); for debugging
   -o readahead=SIZE   bytes fetched ahead of sequential readers (default 64M)

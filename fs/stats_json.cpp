@@ -21,9 +21,15 @@ nlohmann::json cache_stats_json(const std::string& dir, const cache::CacheStats&
 }
 
 nlohmann::json hub_stats_json(const hub::HubStats& h) {
-  return {{"requests", h.requests.load()},   {"retries", h.retries.load()},
-          {"errors", h.errors.load()},       {"bytes", h.bytes.load()},
-          {"redirects", h.redirects.load()}, {"url_reuses", h.url_reuses.load()}};
+  return {{"requests", h.requests.load()},
+          {"retries", h.retries.load()},
+          {"errors", h.errors.load()},
+          {"bytes", h.bytes.load()},
+          {"cdn_requests", h.cdn_requests.load()},
+          {"cdn_bytes", h.cdn_bytes.load()},
+          {"stalls", h.stalls.load()},
+          {"redirects", h.redirects.load()},
+          {"url_reuses", h.url_reuses.load()}};
 }
 
 nlohmann::json fetch_stats_json(const reader::FetcherStats& f) {
@@ -41,6 +47,36 @@ nlohmann::json wheel_metadata_json(const index::WheelMetadataStats& m) {
           {"from_cache", m.from_store},
           {"verified", m.verified},
           {"mismatched", m.mismatched}};
+}
+
+nlohmann::json read_stats_json(const reader::ReadStats& r) {
+  return {{"reads", r.reads}, {"hits", r.hits}, {"misses", r.misses}, {"errors", r.errors}};
+}
+
+nlohmann::json transfers_json(const std::vector<reader::Transfer>& ts) {
+  auto out = nlohmann::json::array();
+  for (const auto& t : ts) {
+    out.push_back({{"path", t.path},
+                   {"size", t.size},
+                   {"received", t.received},
+                   {"rate", static_cast<std::uint64_t>(t.rate)},
+                   {"connections", t.connections},
+                   {"readers", t.readers},
+                   {"seconds", t.seconds}});
+  }
+  return out;
+}
+
+nlohmann::json problems_json(const std::vector<Problem>& ps) {
+  auto out = nlohmann::json::array();
+  for (const auto& p : ps) {
+    out.push_back({{"level", p.level},
+                   {"message", p.message},
+                   {"count", p.count},
+                   {"first", p.first},
+                   {"last", p.last}});
+  }
+  return out;
 }
 
 }  // namespace whfs

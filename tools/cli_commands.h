@@ -74,7 +74,9 @@ std::string default_mount(const std::vector<std::string>& mounts);
 Expected<std::string, std::string> key_from_mount(const std::string& mount);
 int run_publish(const PublishOptions& o);
 int run_hashes(const HashesOptions& o);
-int run_status(const std::string& mountpoint, const CommonOptions& o);
+// MOUNTPOINT empty: the only wheelhouse mount, else /mnt/wheelhouse. `watch`: every second
+// until interrupted.
+int run_status(const std::string& mountpoint, const CommonOptions& o, bool watch);
 int run_cache_stats(const CommonOptions& o);
 int run_cache_ls(const CommonOptions& o);
 int run_cache_verify(const CommonOptions& o);

@@ -12,7 +12,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -21,6 +23,7 @@
 #include "fs/common/clock.h"
 #include "fs/common/units.h"
 #include "tools/cli_commands.h"
+#include "tools/status_reader.h"
 
 namespace whfs::cli {
 namespace {
@@ -30,10 +33,20 @@ namespace fsys = std::filesystem;
 struct Job {
   std::string path;
   std::uint64_t size = 0;
+  std::string repo_path;  // its path in the repository (user.wheelhouse.path): the daemon's name
+  std::atomic<int> state{0};           // 0 waiting, 1 being read, 2 done
+  std::atomic<std::uint64_t> read{0};  // bytes read back so far
+  Job(std::string p, std::uint64_t s) : path(std::move(p)), size(s) {}
 };
 
+std::string xattr_of(const std::string& path, const char* name) {
+  char buf[4096];
+  const ssize_t n = ::getxattr(path.c_str(), name, buf, sizeof buf);
+  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
+}
+
 // Files under the requested paths, with their sizes (stat never downloads).
-bool collect(const PrefetchOptions& o, std::vector<Job>& jobs) {
+bool collect(const PrefetchOptions& o, std::deque<Job>& jobs) {
   std::vector<std::string> roots;
   for (const auto& p : o.paths) roots.push_back(p.starts_with("/") ? p : o.mountpoint + "/" + p);
   // The folders the packages are taken from: current/ (this process's target) or the named
@@ -59,7 +72,7 @@ bool collect(const PrefetchOptions& o, std::vector<Job>& jobs) {
       return false;
     }
     if (fsys::is_regular_file(st)) {
-      jobs.push_back({r, fsys::file_size(r, ec)});
+      jobs.emplace_back(r, fsys::file_size(r, ec));
       continue;
     }
     for (auto it = fsys::recursive_directory_iterator(r, ec); !ec && it != fsys::end(it);
@@ -71,7 +84,7 @@ bool collect(const PrefetchOptions& o, std::vector<Job>& jobs) {
         continue;
       }
       if (it->is_regular_file(ec) && it->path().filename() != ".target") {
-        jobs.push_back({it->path().string(), it->file_size(ec)});
+        jobs.emplace_back(it->path().string(), it->file_size(ec));
       }
     }
     if (ec) {
@@ -102,17 +115,41 @@ std::string human_duration(double s) {
   return buf;
 }
 
-int run_prefetch(const PrefetchOptions& o) {
-  if (::getxattr(o.mountpoint.c_str(), "user.wheelhouse.status", nullptr, 0) < 0) {
-    std::fprintf(stderr, "wheelhouse: %s is not a wheelhouse-fs mount\n", o.mountpoint.c_str());
-    return kNotOurs;
+// Bytes done over the last seconds, for a rate and an ETA that follow the link's speed now
+// (not the average since start, which a cached head start skews).
+class RecentRate {
+ public:
+  void add(Clock::time_point t, std::uint64_t done) {
+    samples_.emplace_back(t, done);
+    while (samples_.size() > 2 && t - samples_[1].first > std::chrono::seconds(5)) {
+      samples_.pop_front();
+    }
   }
-  std::vector<Job> jobs;
+  double rate() const {
+    if (samples_.size() < 2) return 0;
+    const double dt =
+        std::chrono::duration<double>(samples_.back().first - samples_.front().first).count();
+    return dt > 0 ? static_cast<double>(samples_.back().second - samples_.front().second) / dt : 0;
+  }
+
+ private:
+  std::deque<std::pair<Clock::time_point, std::uint64_t>> samples_;
+};
+
+int run_prefetch(const PrefetchOptions& o) {
+  if (auto st = read_status(o.mountpoint); !st) {
+    std::fprintf(stderr, "wheelhouse: %s\n", st.error().second.c_str());
+    return st.error().first;
+  }
+  std::deque<Job> jobs;
   if (!collect(o, jobs)) return kFailed;
   std::uint64_t total = 0;
-  for (const auto& j : jobs) total += j.size;
+  for (auto& j : jobs) {
+    total += j.size;
+    j.repo_path = xattr_of(j.path, "user.wheelhouse.path");
+  }
   const bool tty = ::isatty(STDERR_FILENO) != 0;
-  std::atomic<std::uint64_t> done_bytes{0};
+  std::atomic<std::uint64_t> read_bytes{0};
   std::atomic<std::size_t> next{0};
   std::atomic<std::size_t> done_files{0};
   std::atomic<int> failures{0};
@@ -124,8 +161,10 @@ int run_prefetch(const PrefetchOptions& o) {
     while (true) {
       const std::size_t i = next.fetch_add(1);
       if (i >= jobs.size()) return;
+      Job& job = jobs[i];
+      job.state = 1;
       const auto t0 = Clock::now();
-      const int fd = ::open(jobs[i].path.c_str(), O_RDONLY | O_CLOEXEC);
+      const int fd = ::open(job.path.c_str(), O_RDONLY | O_CLOEXEC);
       bool ok = fd >= 0;
       int err = ok ? 0 : errno;
       while (ok) {
@@ -136,19 +175,21 @@ int run_prefetch(const PrefetchOptions& o) {
           err = errno;
           break;
         }
-        done_bytes += static_cast<std::uint64_t>(n);
+        job.read += static_cast<std::uint64_t>(n);
+        read_bytes += static_cast<std::uint64_t>(n);
       }
       if (fd >= 0) ::close(fd);
+      job.state = 2;
       done_files++;
       std::lock_guard lock(out_mu);
       if (!ok) {
         failures++;
-        std::fprintf(stderr, "%swheelhouse: %s: %s\n", tty ? "\r\033[K" : "", jobs[i].path.c_str(),
+        std::fprintf(stderr, "%swheelhouse: %s: %s\n", tty ? "\r\033[K" : "", job.path.c_str(),
                      std::strerror(err));
       } else if (!tty) {
         const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-        std::printf("fetched %s (%s) in %.2f s\n", jobs[i].path.c_str(),
-                    format_bytes(jobs[i].size).c_str(), s);
+        std::printf("fetched %s (%s) in %.2f s\n", job.path.c_str(), format_bytes(job.size).c_str(),
+                    s);
         std::fflush(stdout);
       }
     }
@@ -156,30 +197,52 @@ int run_prefetch(const PrefetchOptions& o) {
   std::vector<std::thread> threads;
   for (int t = 0; t < std::max(1, o.jobs); ++t) threads.emplace_back(worker);
   if (tty) {
+    // Progress by bytes as they arrive: with verified serving a file reads back only once it
+    // is whole and checked, so the bytes of a file being read come from the daemon's own
+    // count of its transfer (wheelhouse status), redrawn four times a second.
+    RecentRate recent;
     while (done_files < jobs.size()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      const double secs = std::chrono::duration<double>(Clock::now() - start).count();
-      const double rate = secs > 0 ? static_cast<double>(done_bytes) / secs : 0;
-      const double frac =
-          total == 0 ? 1.0 : static_cast<double>(done_bytes) / static_cast<double>(total);
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+      std::map<std::string, std::uint64_t> received;
+      if (auto st = read_status(o.mountpoint); st) {
+        for (const auto& t : st->value("transfers", nlohmann::json::array())) {
+          received[t.value("path", "")] = t.value("received", std::uint64_t{0});
+        }
+      }
+      std::uint64_t done = 0;
+      for (const auto& j : jobs) {
+        const int state = j.state.load();
+        if (state == 2) {
+          done += j.size;
+        } else if (state == 1) {
+          std::uint64_t got = j.read.load();
+          if (const auto it = received.find(j.repo_path); it != received.end()) {
+            got = std::max(got, it->second);
+          }
+          done += std::min(got, j.size);
+        }
+      }
+      const auto now = Clock::now();
+      recent.add(now, done);
+      const double rate = recent.rate();
+      const double frac = total == 0 ? 1.0 : static_cast<double>(done) / static_cast<double>(total);
       const int width = 30;
-      const int fill = static_cast<int>(frac * width);
+      const int fill = std::min(width, static_cast<int>(frac * width));
       std::lock_guard lock(out_mu);
       std::fprintf(
           stderr, "\r\033[K[%s%s] %3.0f%% %s / %s  %s  ETA %s  (%zu/%zu files)",
-          std::string(static_cast<std::size_t>(std::min(fill, width)), '#').c_str(),
-          std::string(static_cast<std::size_t>(width - std::min(fill, width)), '.').c_str(),
-          frac * 100, format_bytes(done_bytes).c_str(), format_bytes(total).c_str(),
-          human_rate(rate).c_str(),
-          human_duration(rate > 0 ? static_cast<double>(total - done_bytes) / rate : NAN).c_str(),
+          std::string(static_cast<std::size_t>(fill), '#').c_str(),
+          std::string(static_cast<std::size_t>(width - fill), '.').c_str(), frac * 100,
+          format_bytes(done).c_str(), format_bytes(total).c_str(), human_rate(rate).c_str(),
+          human_duration(rate > 0 ? static_cast<double>(total - done) / rate : NAN).c_str(),
           done_files.load(), jobs.size());
     }
   }
   for (auto& t : threads) t.join();
   const double secs = std::chrono::duration<double>(Clock::now() - start).count();
-  std::fprintf(tty ? stderr : stdout, "%s%zu files, %s in %.1f s (%s)%s\n", tty ? "\r\033[K" : "",
-               jobs.size(), format_bytes(done_bytes).c_str(), secs,
-               human_rate(secs > 0 ? static_cast<double>(done_bytes) / secs : 0).c_str(),
+  std::fprintf(tty ? stderr : stdout, "%s%zu %s, %s in %.1f s (%s)%s\n", tty ? "\r\033[K" : "",
+               jobs.size(), jobs.size() == 1 ? "file" : "files", format_bytes(read_bytes).c_str(),
+               secs, human_rate(secs > 0 ? static_cast<double>(read_bytes) / secs : 0).c_str(),
                failures > 0 ? (", " + std::to_string(failures.load()) + " failed").c_str() : "");
   return failures > 0 ? kFailed : kOk;
 }

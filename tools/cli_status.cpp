@@ -1,56 +1,96 @@
 // wheelhouse status: a running mount's figures, read from its root's user.wheelhouse.status
-// extended attribute (served by the daemon itself, so it is always current).
+// extended attribute (served by the daemon itself, so it is always current): the transfers in
+// flight, the reads, the Hub and the cache, the last distinct problems. --watch redraws it
+// every second (like top); --json gives the same facts for scripts.
 
 #include <sys/xattr.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
 #include "fs/common/units.h"
 #include "tools/cli_commands.h"
+#include "tools/mounts.h"
+#include "tools/status_reader.h"
 
 namespace whfs::cli {
+namespace {
 
-int run_status(const std::string& mountpoint, const CommonOptions& o) {
-  const char* attr = "user.wheelhouse.status";
-  const ssize_t n = ::getxattr(mountpoint.c_str(), attr, nullptr, 0);
-  if (n < 0) {
-    std::fprintf(
-        stderr, "wheelhouse: %s is not a wheelhouse-fs mount (%s)\n", mountpoint.c_str(),
-        errno == ENODATA || errno == ENOTSUP ? "no status attribute" : std::strerror(errno));
-    return kNotOurs;
+using ull = unsigned long long;
+
+std::uint64_t num(const nlohmann::json& obj, const char* k) {
+  if (!obj.is_object()) return 0;
+  const auto it = obj.find(k);
+  if (it == obj.end()) return 0;
+  if (it->is_number_unsigned()) return it->get<std::uint64_t>();
+  if (it->is_number())
+    return it->get<double>() > 0 ? static_cast<std::uint64_t>(it->get<double>()) : 0;
+  return 0;
+}
+
+std::string ago(std::int64_t then, std::int64_t now) {
+  if (then <= 0) return "?";
+  return human_duration(static_cast<double>(now - then)) + " ago";
+}
+
+std::string local_time(std::int64_t t) {
+  const std::time_t tt = t;
+  std::tm tm{};
+  ::localtime_r(&tt, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
+}
+
+std::string plural(std::uint64_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+std::string percent(std::uint64_t part, std::uint64_t whole) {
+  if (whole == 0) return "-";
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%.1f%%",
+                100.0 * static_cast<double>(part) / static_cast<double>(whole));
+  return buf;
+}
+
+void print_status(const std::string& mountpoint, const nlohmann::json& j) {
+  const auto now = static_cast<std::int64_t>(num(j, "now"));
+  const auto mounted = static_cast<std::int64_t>(num(j, "mounted_at"));
+  std::printf("mount      %s (pid %llu, wheelhouse-fs %s), up %s\n", mountpoint.c_str(),
+              static_cast<ull>(num(j, "pid")), j.value("version", "?").c_str(),
+              mounted > 0 ? human_duration(static_cast<double>(now - mounted)).c_str() : "?");
+  const std::string commit = j.value("commit", "?");
+  const auto commit_time = static_cast<std::int64_t>(num(j, "commit_time"));
+  std::printf("repository %s @ %s -> commit %s%s\n", j.value("repo", "?").c_str(),
+              j.value("revision", "?").c_str(), commit.c_str(),
+              commit_time > 0
+                  ? (" (of " + local_time(commit_time) + ", " + ago(commit_time, now) + ")").c_str()
+                  : "");
+  if (j.contains("last_refresh") && j["last_refresh"].is_object()) {
+    const auto& r = j["last_refresh"];
+    const auto at = static_cast<std::int64_t>(num(r, "at"));
+    std::printf("refreshed  %s (%s): %s\n", local_time(at).c_str(), ago(at, now).c_str(),
+                r.value("result", "").c_str());
+  } else {
+    std::printf("refreshed  not since the mount (SIGHUP or refresh= looks for a new commit)\n");
   }
-  std::string buf(static_cast<std::size_t>(n), '\0');
-  const ssize_t got = ::getxattr(mountpoint.c_str(), attr, buf.data(), buf.size());
-  if (got < 0) {
-    std::fprintf(stderr, "wheelhouse: reading the status of %s: %s\n", mountpoint.c_str(),
-                 std::strerror(errno));
-    return kFailed;
-  }
-  buf.resize(static_cast<std::size_t>(got));
-  const auto j = nlohmann::json::parse(buf, nullptr, false);
-  if (j.is_discarded()) {
-    std::fprintf(stderr, "wheelhouse: %s returned a malformed status\n", mountpoint.c_str());
-    return kFailed;
-  }
-  if (o.json) {
-    std::printf("%s\n", j.dump(2).c_str());
-    return kOk;
-  }
-  auto num = [&](const nlohmann::json& obj, const char* k) -> std::uint64_t {
-    return obj.contains(k) && obj[k].is_number() ? obj[k].get<std::uint64_t>() : 0;
-  };
-  std::printf("mount      %s (pid %llu, wheelhouse-fs %s)\n", mountpoint.c_str(),
-              static_cast<unsigned long long>(num(j, "pid")), j.value("version", "?").c_str());
-  std::printf("repository %s @ %s -> commit %s\n", j.value("repo", "?").c_str(),
-              j.value("revision", "?").c_str(), j.value("commit", "?").c_str());
   std::printf("endpoint   %s%s\n", j.value("endpoint", "?").c_str(),
               j.value("offline", false)            ? " (offline)"
               : j.value("offline_fallback", false) ? " (unreachable at mount: serving the cache)"
                                                    : "");
+  if (j.contains("metrics") && j["metrics"].is_string()) {
+    std::printf("metrics    %s\n", j["metrics"].get<std::string>().c_str());
+  }
   if (j.contains("targets") && j["targets"].is_object()) {
     const auto& t = j["targets"];
     std::string gpus;
@@ -58,55 +98,154 @@ int run_status(const std::string& mountpoint, const CommonOptions& o) {
       gpus += " " + d.value("arch", "?");
     }
     if (gpus.empty()) gpus = " none (" + t.value("gpu_error", "") + ")";
-    std::printf("current    %s; GPUs:%s; %llu answers, %llu Python installs read\n",
+    std::printf("current    %s; GPUs:%s; %s, %s read\n",
                 t.value("mode", "") == "mount" ? "the mount's own target for every process"
                                                : "follows each process",
-                gpus.c_str(), static_cast<unsigned long long>(num(t, "resolves")),
-                static_cast<unsigned long long>(num(t, "interpreter_reads")));
+                gpus.c_str(), plural(num(t, "resolves"), "answer", "answers").c_str(),
+                plural(num(t, "interpreter_reads"), "Python install", "Python installs").c_str());
+  }
+
+  const auto transfers = j.value("transfers", nlohmann::json::array());
+  std::printf("transfers  %s in flight\n",
+              transfers.empty() ? "none" : std::to_string(transfers.size()).c_str());
+  for (const auto& t : transfers) {
+    const std::uint64_t size = num(t, "size");
+    const std::uint64_t got = num(t, "received");
+    std::printf("  %s  %s / %s %s  %s  %s, %s waiting\n", t.value("path", "?").c_str(),
+                format_bytes(got).c_str(), format_bytes(size).c_str(),
+                percent(std::min(got, size), size).c_str(),
+                human_rate(static_cast<double>(num(t, "rate"))).c_str(),
+                plural(num(t, "connections"), "connection", "connections").c_str(),
+                plural(num(t, "readers"), "reader", "readers").c_str());
+  }
+  if (j.contains("reads")) {
+    const auto& r = j["reads"];
+    const std::uint64_t reads = num(r, "reads");
+    std::printf(
+        "reads      %llu reached the daemon: %llu hits (%s, served at once), %llu misses "
+        "(waited for a download), %llu errors\n",
+        static_cast<ull>(reads), static_cast<ull>(num(r, "hits")),
+        percent(num(r, "hits"), reads).c_str(), static_cast<ull>(num(r, "misses")),
+        static_cast<ull>(num(r, "errors")));
+  }
+  if (j.contains("fetch")) {
+    const auto& f = j["fetch"];
+    const std::uint64_t demand = num(f, "demand");
+    const std::uint64_t ahead = num(f, "prefetch");
+    std::printf(
+        "downloads  %s (%llu for readers, %llu ahead); %llu ranged GETs done, %s; "
+        "%llu reads joined one in flight, %llu failed their hash\n",
+        plural(demand + ahead, "download", "downloads").c_str(), static_cast<ull>(demand),
+        static_cast<ull>(ahead), static_cast<ull>(num(f, "requests")),
+        format_bytes(num(f, "bytes")).c_str(), static_cast<ull>(num(f, "joined")),
+        static_cast<ull>(num(f, "corrupt")));
+    std::printf("serving    %s; %llu verified in memory, %llu failed at once, %llu interrupted\n",
+                j.value("serving", "?").c_str(), static_cast<ull>(num(f, "in_memory")),
+                static_cast<ull>(num(f, "failed_fast")), static_cast<ull>(num(f, "interrupted")));
+  }
+  if (j.contains("hub")) {
+    const auto& h = j["hub"];
+    const std::uint64_t cdn = num(h, "cdn_requests");
+    const std::uint64_t all = num(h, "requests");
+    std::printf(
+        "http       %llu requests to the Hub, %llu to the CDN, %s received; %llu retries (%llu "
+        "stalls), %llu errors\n",
+        static_cast<ull>(all >= cdn ? all - cdn : 0), static_cast<ull>(cdn),
+        format_bytes(num(h, "bytes")).c_str(), static_cast<ull>(num(h, "retries")),
+        static_cast<ull>(num(h, "stalls")), static_cast<ull>(num(h, "errors")));
   }
   if (j.contains("cache")) {
     const auto& c = j["cache"];
     std::printf(
-        "cache      %s: %s of %s, %llu files; hits %llu, misses %llu, evictions %llu, "
-        "corrupt blocks %llu\n",
+        "cache      %s: %s of %s, %s; block lookups %llu hits, %llu misses; %llu evictions, "
+        "%llu corrupt blocks\n",
         c.value("dir", "?").c_str(), format_bytes(num(c, "used_bytes")).c_str(),
         format_bytes(num(c, "cap_bytes")).c_str(),
-        static_cast<unsigned long long>(num(c, "contents")),
-        static_cast<unsigned long long>(num(c, "hits")),
-        static_cast<unsigned long long>(num(c, "misses")),
-        static_cast<unsigned long long>(num(c, "evictions")),
-        static_cast<unsigned long long>(num(c, "corrupt_blocks")));
+        plural(num(c, "contents"), "file", "files").c_str(), static_cast<ull>(num(c, "hits")),
+        static_cast<ull>(num(c, "misses")), static_cast<ull>(num(c, "evictions")),
+        static_cast<ull>(num(c, "corrupt_blocks")));
   }
-  if (j.contains("hub")) {
-    const auto& h = j["hub"];
-    std::printf("hub        %llu requests, %s fetched, %llu retries, %llu errors\n",
-                static_cast<unsigned long long>(num(h, "requests")),
-                format_bytes(num(h, "bytes")).c_str(),
-                static_cast<unsigned long long>(num(h, "retries")),
-                static_cast<unsigned long long>(num(h, "errors")));
-  }
-  if (j.contains("fetch")) {
-    const auto& f = j["fetch"];
-    std::printf(
-        "reads      %llu downloads (%llu on demand, %llu ahead), %llu joined, %llu corrupt\n",
-        static_cast<unsigned long long>(num(f, "requests")),
-        static_cast<unsigned long long>(num(f, "demand")),
-        static_cast<unsigned long long>(num(f, "prefetch")),
-        static_cast<unsigned long long>(num(f, "joined")),
-        static_cast<unsigned long long>(num(f, "corrupt")));
-    std::printf("serving    %s; %llu verified in memory, %llu failed at once, %llu interrupted\n",
-                j.value("serving", "?").c_str(),
-                static_cast<unsigned long long>(num(f, "in_memory")),
-                static_cast<unsigned long long>(num(f, "failed_fast")),
-                static_cast<unsigned long long>(num(f, "interrupted")));
-  }
-  if (j.contains("recent_problems") && j["recent_problems"].is_array() &&
-      !j["recent_problems"].empty()) {
-    std::printf("last warnings and errors:\n");
-    for (const auto& p : j["recent_problems"]) {
-      if (p.is_string()) std::printf("  %s\n", p.get<std::string>().c_str());
+  const auto problems = j.value("recent_problems", nlohmann::json::array());
+  if (!problems.empty()) {
+    std::printf("last warnings and errors (the latest last):\n");
+    for (const auto& p : problems) {
+      if (!p.is_object()) continue;
+      const std::uint64_t count = num(p, "count");
+      std::printf(
+          "  %s %s%s: %s\n", p.value("last", "").c_str(), p.value("level", "").c_str(),
+          count > 1
+              ? (" (x" + std::to_string(count) + " since " + p.value("first", "") + ")").c_str()
+              : "",
+          p.value("message", "").c_str());
     }
   }
+}
+
+volatile std::sig_atomic_t g_stop = 0;
+
+}  // namespace
+
+Expected<nlohmann::json, std::pair<int, std::string>> read_status(const std::string& mountpoint) {
+  const char* attr = "user.wheelhouse.status";
+  // The status grows and shrinks between the two calls: retry on ERANGE.
+  for (int tries = 0; tries < 5; ++tries) {
+    const ssize_t n = ::getxattr(mountpoint.c_str(), attr, nullptr, 0);
+    if (n < 0) {
+      const int err = errno;
+      return unexpected(std::pair<int, std::string>(
+          err == ENODATA || err == ENOTSUP || err == ENOENT || err == ENOTDIR ? kNotOurs : kFailed,
+          mountpoint + " is not a wheelhouse-fs mount (" +
+              (err == ENODATA || err == ENOTSUP ? std::string("no status attribute")
+                                                : std::string(std::strerror(err))) +
+              ")"));
+    }
+    std::string buf(static_cast<std::size_t>(n) + 4096, '\0');
+    const ssize_t got = ::getxattr(mountpoint.c_str(), attr, buf.data(), buf.size());
+    if (got < 0 && errno == ERANGE) continue;
+    if (got < 0) {
+      return unexpected(std::pair<int, std::string>(
+          kFailed, "reading the status of " + mountpoint + ": " + std::strerror(errno)));
+    }
+    buf.resize(static_cast<std::size_t>(got));
+    auto j = nlohmann::json::parse(buf, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) {
+      return unexpected(
+          std::pair<int, std::string>(kFailed, mountpoint + " returned a malformed status"));
+    }
+    return j;
+  }
+  return unexpected(std::pair<int, std::string>(
+      kFailed, "reading the status of " + mountpoint + ": it kept changing size"));
+}
+
+int run_status(const std::string& mountpoint_arg, const CommonOptions& o, bool watch) {
+  const std::string mountpoint =
+      mountpoint_arg.empty() ? default_mount(wheelhouse_mounts()) : mountpoint_arg;
+  if (watch) {
+    std::signal(SIGINT, [](int) { g_stop = 1; });
+    std::signal(SIGTERM, [](int) { g_stop = 1; });
+  }
+  const bool tty = ::isatty(STDOUT_FILENO) != 0;
+  do {
+    auto j = read_status(mountpoint);
+    if (!j) {
+      std::fprintf(stderr, "wheelhouse: %s\n", j.error().second.c_str());
+      return j.error().first;
+    }
+    if (o.json) {
+      // --watch --json: one object per line (JSON lines), for a script to follow.
+      std::printf("%s\n", watch ? j->dump().c_str() : j->dump(2).c_str());
+    } else {
+      if (watch && tty) std::printf("\033[H\033[2J");  // top's redraw: home, clear
+      print_status(mountpoint, *j);
+      if (watch && !tty) std::printf("\n");
+    }
+    std::fflush(stdout);
+    if (!watch) break;
+    for (int i = 0; i < 10 && g_stop == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  } while (g_stop == 0);
   return kOk;
 }
 

@@ -13,14 +13,14 @@ pkgs=(
   build-essential cmake ninja-build pkg-config ca-certificates
   libfuse3-dev libcurl4-openssl-dev libspdlog-dev nlohmann-json3-dev libssl-dev
   libxxhash-dev libcli11-dev libsystemd-dev libgtest-dev libgmock-dev libbenchmark-dev
-  zlib1g-dev
+  zlib1g-dev prometheus-cpp-dev
   # run
   fuse3 lmdb-utils python3
 )
 if ((want_tests)); then
   pkgs+=(python3-pip python3-venv clang clang-format clang-tidy libclang-rt-14-dev systemd curl
         procps util-linux unzip psmisc
-        dpkg-dev nginx-light file zsh python3-pexpect)
+        dpkg-dev nginx-light file zsh python3-pexpect prometheus)
 fi
 
 missing=()

@@ -3,7 +3,7 @@
 //   wheelhouse detect [--json|--key] [--pid N] [-o arch=..]  where current/ leads, and why
 //   wheelhouse shell-hook bash|zsh|fish                      the prompt hook (eval it)
 //   wheelhouse pip-config [--mount DIR]                       a pip.conf for current/all/
-//   wheelhouse status MOUNTPOINT [--json]                a running mount's figures
+//   wheelhouse status [MOUNTPOINT] [--json] [--watch]    a running mount, live
 //   wheelhouse cache stats|ls|verify|evict|clear          the block cache (--cache-dir DIR,
 //                                                          --cache-group GROUP)
 //   wheelhouse prefetch [--mount DIR] [--target KEY] [--current PKG]... PATH...   warm it
@@ -53,7 +53,6 @@ int run(int argc, char** argv) {
                    "python=PATH,cudart=PATH,arch=sm89,torch=2.9,cuda=12.8,python_tag=cp312")
       ->delimiter(',');
 
-  std::string mountpoint = "/mnt/wheelhouse";
   detect->add_option("--mount", detect_opts.mount,
                      "--key: ask this mount (default: the only wheelhouse mount, else "
                      "/mnt/wheelhouse); its overrides count");
@@ -71,9 +70,14 @@ int run(int argc, char** argv) {
   pip_config->add_option("--mount", pip_mount,
                          "the wheelhouse mount (default: the only one, else /mnt/wheelhouse)");
 
-  auto* status = app.add_subcommand("status", "Figures of a running mount");
-  status->add_option("MOUNTPOINT", mountpoint, "the mount point")->required();
-  status->add_flag("--json", common.json, "JSON output");
+  std::string status_mount;
+  bool watch = false;
+  auto* status = app.add_subcommand(
+      "status", "A running mount: transfers in flight, reads, the Hub, the cache, problems");
+  status->add_option("MOUNTPOINT", status_mount,
+                     "the mount point (default: the only wheelhouse mount, else /mnt/wheelhouse)");
+  status->add_flag("--json", common.json, "JSON output (with --watch: one line per second)");
+  status->add_flag("-w,--watch", watch, "redraw every second, like top (Ctrl-C ends it)");
 
   auto* cache = app.add_subcommand("cache", "Inspect or maintain the block cache");
   cache->require_subcommand(1);
@@ -161,7 +165,7 @@ int run(int argc, char** argv) {
   }
   whfs::setup_logging(log_level);
   if (*detect) return run_detect(common, detect_opts);
-  if (*status) return run_status(mountpoint, common);
+  if (*status) return run_status(status_mount, common, watch);
   if (*hook) return run_shell_hook(hook_shell, hook_mounts);
   if (*pip_config) return run_pip_config(pip_mount);
   if (*hashes) return run_hashes(hashes_opts);

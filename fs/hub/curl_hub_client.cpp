@@ -196,7 +196,9 @@ class CurlHubClient final : public HubClient {
       return exchange(cached_url(key).value_or(resolve_url), deadline, abandon, file.path, prepare,
                       answer);
     };
-    return run_with_retries(attempt, deadline, "read " + file.path);
+    // A retried transfer is worth a line in the log (an admin tails it while a read waits);
+    // a retried API call only at debug (a mount's start says one line, whatever it tried).
+    return run_with_retries(attempt, deadline, "read " + file.path, spdlog::level::info);
   }
 
   const HubStats& stats() const override { return stats_; }
@@ -213,7 +215,8 @@ class CurlHubClient final : public HubClient {
  private:
   template <class Attempt>
   Expected<void, HubError> run_with_retries(Attempt&& attempt, Deadline deadline,
-                                            const std::string& what) {
+                                            const std::string& what,
+                                            spdlog::level::level_enum retry_level) {
     HubError last = make_error(HubErrorKind::kTimeout, what + ": deadline passed");
     for (int tries = 0; tries < config_.retry.max_attempts;) {
       if (Clock::now() >= deadline) break;
@@ -227,9 +230,10 @@ class CurlHubClient final : public HubClient {
       last = std::move(o.error);
       ++tries;
       if (tries >= config_.retry.max_attempts) break;
+      if (last.kind == HubErrorKind::kTimeout) stats_.stalls++;
       if (o.at_once) {
         stats_.retries++;
-        spdlog::debug("{}: {}; retry {} now", what, last.describe(), tries);
+        spdlog::log(retry_level, "{}: {}; retry {} now", what, last.describe(), tries);
         continue;
       }
       const auto delay = retry_delay(tries - 1, o.hint);
@@ -240,7 +244,8 @@ class CurlHubClient final : public HubClient {
         break;
       }
       stats_.retries++;
-      spdlog::debug("{}: {}; retry {} in {} ms", what, last.describe(), tries, delay.count());
+      spdlog::log(retry_level, "{}: {}; retry {} in {} ms", what, last.describe(), tries,
+                  delay.count());
       if (!sleep_for(delay)) {
         stats_.errors++;
         return unexpected(make_error(HubErrorKind::kCancelled, what + ": shutting down"));
@@ -291,13 +296,15 @@ class CurlHubClient final : public HubClient {
       BodySink body;
       prepare(req, body);
       add_auth(req);
+      const auto origin = origin_of(url);
+      const bool cdn = !origin || !endpoint_origin_ || *origin != *endpoint_origin_;
       stats_.requests++;
+      if (cdn) stats_.cdn_requests++;
       auto resp = transport_.perform(req, deadline, body, abandon);
-      if (!resp) {
-        stats_.bytes += resp.error().body_bytes;
-        return transfer_outcome(resp.error(), what);
-      }
-      stats_.bytes += resp->body_bytes;
+      const std::uint64_t got = resp ? resp->body_bytes : resp.error().body_bytes;
+      stats_.bytes += got;
+      if (cdn) stats_.cdn_bytes += got;
+      if (!resp) return transfer_outcome(resp.error(), what);
       if (is_redirect(resp->status)) {
         const std::string loc = resp->header("location");
         if (loc.empty()) return fail(response_error(*resp, what));
@@ -328,7 +335,7 @@ class CurlHubClient final : public HubClient {
             return done();
           });
     };
-    auto r = run_with_retries(attempt, deadline, "GET " + what);
+    auto r = run_with_retries(attempt, deadline, "GET " + what, spdlog::level::debug);
     if (!r) return unexpected(std::move(r).error());
     return result;
   }

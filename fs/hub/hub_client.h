@@ -47,11 +47,16 @@ struct FileRef {
   std::uint64_t size = 0;
 };
 
+// HTTP exchanges and the body bytes they received: every server (requests, bytes), and of
+// them those to another origin than the endpoint's (the CDN a /resolve redirects to).
 struct HubStats {
   std::atomic<std::uint64_t> requests{0};
   std::atomic<std::uint64_t> retries{0};
   std::atomic<std::uint64_t> errors{0};
   std::atomic<std::uint64_t> bytes{0};
+  std::atomic<std::uint64_t> cdn_requests{0};
+  std::atomic<std::uint64_t> cdn_bytes{0};
+  std::atomic<std::uint64_t> stalls{0};  // tries that timed out (no progress), retried or not
   std::atomic<std::uint64_t> redirects{0};
   std::atomic<std::uint64_t> url_reuses{0};
 };

@@ -34,8 +34,10 @@
 #include "fs/common/cancel.h"
 #include "fs/common/clock.h"
 #include "fs/common/expected.h"
+#include "fs/common/histogram.h"
 #include "fs/hub/hub_client.h"
 #include "fs/reader/block_math.h"
+#include "fs/reader/transfers.h"
 
 namespace whfs::reader {
 
@@ -160,6 +162,10 @@ class Fetcher {
   void set_corrupt_listener(std::function<void(const cache::ContentId&)> listener);
 
   FetcherStats stats() const;
+  // The downloads under way, and how long each ranged GET took (for status and metrics).
+  Transfers& transfers() { return transfers_; }
+  const Transfers& transfers() const { return transfers_; }
+  const LatencyHistogram& download_latency() const { return download_latency_; }
 
   // Ends the workers; flights still queued fail with kCancelled.
   void shutdown();
@@ -277,6 +283,9 @@ class Fetcher {
   // Readers waiting for flights sleep here; every finished flight wakes them. A leaf lock.
   std::mutex progress_mu_;
   std::condition_variable progress_cv_;
+
+  Transfers transfers_;  // a leaf, thread-safe itself
+  LatencyHistogram download_latency_;
 
   mutable std::shared_mutex trusted_mu_;          // guards trusted_
   std::unordered_set<cache::ContentId> trusted_;  // verified by this process

@@ -55,7 +55,9 @@ Expected<Fetcher::Stored, ReadError> Fetcher::fetch_blocks(
     if (then) prefetch_locked(content, *then);
   }
   work_cv_.notify_all();
+  transfers_.wait(content.id, content.path, content.size);
   auto w = wait_all(waits, progress_mu_, progress_cv_, wait, content.path);
+  transfers_.unwait(content.id);
   {
     // A download its readers all gave up on (killed, or out of patience) is dropped: it must
     // not hold a connection and a worker that the next reader needs.
@@ -178,8 +180,24 @@ Expected<void, ReadError> Fetcher::get_range(const FileContent& c, std::uint64_t
                                              std::span<std::byte> buf, Deadline deadline,
                                              const CancelFlag* abandon,
                                              const hub::HubClient::FillFn* on_fill) {
+  // Counted as the bytes arrive (every 64 KiB at most once: a lock per libcurl write would
+  // cost more than it tells), for `wheelhouse status` and the metrics.
+  transfers_.open(c.id, c.path, c.size);
+  std::size_t counted = 0;
+  auto count_fn = [&](std::size_t filled) {
+    if (filled >= counted + (64u << 10) || (filled == buf.size() && filled > counted)) {
+      transfers_.received(c.id, filled - counted);
+      counted = filled;
+    }
+    if (on_fill != nullptr) (*on_fill)(filled);
+  };
+  const hub::HubClient::FillFn counting = count_fn;
+  const auto t0 = Clock::now();
   auto got = hub_.read_range(hub::FileRef{c.commit, c.path, c.size}, offset, buf, deadline, abandon,
-                             on_fill);
+                             &counting);
+  download_latency_.observe(Clock::now() - t0);
+  if (got && counted < buf.size()) transfers_.received(c.id, buf.size() - counted);
+  transfers_.close(c.id);
   {
     std::lock_guard lock(mu_);
     stats_.requests++;

@@ -64,9 +64,10 @@ Expected<Source, ReadError> Fetcher::fetch_to_memory(const FileContent& c, const
     pieces = m->pieces;
   }
   work_cv_.notify_all();
-  if (auto w = wait_all(pieces, progress_mu_, progress_cv_, wait, c.path); !w) {
-    return unexpected(w.error());
-  }
+  transfers_.wait(c.id, c.path, c.size);
+  auto w = wait_all(pieces, progress_mu_, progress_cv_, wait, c.path);
+  transfers_.unwait(c.id);
+  if (!w) return unexpected(w.error());
   std::lock_guard lock(m->mu);
   if (m->error) return unexpected(*m->error);
   return Source{m->result};

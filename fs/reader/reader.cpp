@@ -39,6 +39,30 @@ void Reader::release(OpenFile& file) {
 
 Expected<void, ReadError> Reader::read(OpenFile& file, std::uint64_t offset, std::size_t size,
                                        const WaitPolicy& wait, ReplyFn reply) {
+  const auto t0 = Clock::now();
+  bool waited = false;
+  auto r = read_once(file, offset, size, wait, reply, waited);
+  read_latency_.observe(Clock::now() - t0);
+  reads_.fetch_add(1, std::memory_order_relaxed);
+  if (!r) {
+    read_errors_.fetch_add(1, std::memory_order_relaxed);
+  } else if (waited) {
+    read_misses_.fetch_add(1, std::memory_order_relaxed);
+  }
+  return r;
+}
+
+ReadStats Reader::read_stats() const {
+  ReadStats s;
+  s.reads = reads_.load(std::memory_order_relaxed);
+  s.misses = read_misses_.load(std::memory_order_relaxed);
+  s.errors = read_errors_.load(std::memory_order_relaxed);
+  s.hits = s.reads - s.misses - s.errors;
+  return s;
+}
+
+Expected<void, ReadError> Reader::read_once(OpenFile& file, std::uint64_t offset, std::size_t size,
+                                            const WaitPolicy& wait, ReplyFn reply, bool& waited) {
   const FileContent& c = file.content_;
   if (offset >= c.size || size == 0) {
     reply(std::span<const iovec>());
@@ -99,6 +123,7 @@ Expected<void, ReadError> Reader::read(OpenFile& file, std::uint64_t offset, std
         spdlog::warn("{}: cache read failed ({})", c.path, missing.error().message);
       }
     }
+    waited = true;
     auto source = fetcher_.ensure(c, range, wait, std::exchange(ahead, std::nullopt));
     if (!source) return unexpected(source.error());
     if (source->memory) {

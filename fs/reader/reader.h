@@ -6,10 +6,12 @@
 
 #include <sys/uio.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <span>
+#include <vector>
 
 #include "cache/block_store.h"
 #include "fs/common/expected.h"
@@ -39,6 +41,16 @@ class OpenFile {
   Readahead ra_;
   std::shared_ptr<const MemoryContent> memory_;
   bool pinned_ = false;
+};
+
+// Reads that reached the daemon (the kernel's page cache answers the rest): hits were
+// served from the cache or memory at once, misses waited for the fetcher (a download, a
+// verification), errors failed. hits + misses + errors == reads.
+struct ReadStats {
+  std::uint64_t reads = 0;
+  std::uint64_t hits = 0;
+  std::uint64_t misses = 0;
+  std::uint64_t errors = 0;
 };
 
 class Reader {
@@ -71,15 +83,27 @@ class Reader {
   }
 
   FetcherStats stats() const { return fetcher_.stats(); }
+  ReadStats read_stats() const;
+  const LatencyHistogram& read_latency() const { return read_latency_; }
+  const LatencyHistogram& download_latency() const { return fetcher_.download_latency(); }
+  std::vector<Transfer> transfers() { return fetcher_.transfers().snapshot(); }
+  std::uint64_t received_bytes() const { return fetcher_.transfers().received_total(); }
   void set_corrupt_listener(std::function<void(const cache::ContentId&)> listener) {
     fetcher_.set_corrupt_listener(std::move(listener));
   }
   void shutdown() { fetcher_.shutdown(); }
 
  private:
+  Expected<void, ReadError> read_once(OpenFile& file, std::uint64_t offset, std::size_t size,
+                                      const WaitPolicy& wait, ReplyFn reply, bool& waited);
+
   cache::BlockStore& store_;
   ReaderConfig config_;
   Fetcher fetcher_;
+  std::atomic<std::uint64_t> reads_{0};
+  std::atomic<std::uint64_t> read_misses_{0};
+  std::atomic<std::uint64_t> read_errors_{0};
+  LatencyHistogram read_latency_;
 };
 
 }  // namespace whfs::reader

@@ -19,6 +19,8 @@ run (a local folder, curl); absolute numbers on these shared machines are noisy.
                             and warm, vs the same wheel from a local folder
   cold sequential 256 MiB   MiB/s and CPU seconds per GiB of the daemon, beside curl (one
                             stream) and aria2c -x16 (their own CPU, same file, same nginx)
+  metrics                   the same with metrics= scraped every second vs without,
+                            alternated in one run
   scaling                   1, 2, 4 and 8 parallel readers of the 8 biggest wheels (aggregate
                             MiB/s, daemon CPU s/GiB); 1 and 8 daemons on one cache directory
                             reading the same wheels at once (wall time, bytes from the CDN)
@@ -257,6 +259,7 @@ class Bench:
                              ("parallel", lambda: self.parallel_readers(hub, man, tree, nginx, label)),
                              ("pip", lambda: self.pip(hub, tree, label)),
                              ("sequential", lambda: self.sequential(hub, tree, nginx, label)),
+                             ("metrics", lambda: self.metrics(hub, tree, label)),
                              ("scaling", lambda: self.scaling(hub, man, nginx, label))):
                 if not self.a.only or name in self.a.only.split(","):
                     fn()
@@ -399,6 +402,48 @@ class Bench:
             self.row(f"CPU seconds per GiB, cold sequential, daemon (vs {name}'s own)" + label,
                      median(cpus) / gib, cpu / gib, "s/GiB")
 
+    def metrics(self, hub, tree, label):
+        """Cold sequential with metrics= (scraped every second) against without, alternated in
+        one run: what the metrics cost."""
+        rel = "bench/" + SEQ_FILE
+        size = os.path.getsize(os.path.join(tree, rel))
+        runs = {False: [], True: []}
+        cpus = {False: [], True: []}
+        for rep in range(self.a.reps):
+            for on in (False, True):
+                m = Mount(hub.hub, self.work, f"metrics{int(on)}-{rep}",
+                          ["nocurrent"] + (["metrics=127.0.0.1:0"] if on else []))
+                stop = threading.Event()
+                scraper = None
+                try:
+                    if on:
+                        url = json.loads(os.getxattr(m.mnt, "user.wheelhouse.status"))["metrics"]
+
+                        def scrape():
+                            import urllib.request
+                            while not stop.wait(1.0):
+                                with urllib.request.urlopen(url, timeout=5) as r:
+                                    r.read()
+
+                        scraper = threading.Thread(target=scrape)
+                        scraper.start()
+                    path = os.path.join(m.mnt, rel)
+                    os.stat(path)
+                    (secs, _), cpu, _ = m.daemon.measure(lambda: timed(lambda: read_all(path)))
+                    runs[on].append(secs)
+                    cpus[on].append(cpu)
+                finally:
+                    stop.set()
+                    if scraper is not None:
+                        scraper.join()
+                    m.unmount()
+        self.row(f"cold sequential {size // MIB} MiB with metrics= scraped every 1 s, MiB/s "
+                 "(vs without)" + label, size / MIB / median(runs[True]),
+                 size / MIB / median(runs[False]), "MiB/s", median(cpus[True]))
+        gib = size / (1 << 30)
+        self.row("CPU seconds per GiB, cold sequential, with metrics= (vs without)" + label,
+                 median(cpus[True]) / gib, median(cpus[False]) / gib, "s/GiB")
+
     def scaling(self, hub, man, nginx, label):
         wheels = sorted((p for p in man["files"] if p.endswith(".whl")),
                         key=lambda p: -man["files"][p]["size"])[:8]
@@ -504,7 +549,7 @@ def main():
     p.add_argument("--skip-listings", action="store_true")
     p.add_argument("--mount-options", default="", help="extra options for every mount, e.g. streaming")
     p.add_argument("--only", default="",
-                   help="run only these: first_byte,random,parallel,pip,sequential,scaling")
+                   help="run only these: first_byte,random,parallel,pip,sequential,metrics,scaling")
     a = p.parse_args()
     EXTRA_OPTIONS.extend(o for o in a.mount_options.split(",") if o)
     work = tempfile.mkdtemp(prefix="whfs-bench-")

@@ -214,8 +214,8 @@ class Daemon(MountedTestCase):
             with open(m.path(victim), "rb") as f:
                 f.read()
         problems = m.status()["recent_problems"]
-        self.assertTrue(any("HTTP 500" in p for p in problems), problems)
-        self.assertRegex(problems[-1], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
+        self.assertTrue(any("HTTP 500" in p["message"] for p in problems), problems)
+        self.assertRegex(problems[-1]["last"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
         with open(log, encoding="utf-8") as f:
             text = f.read()
         self.assertIn("HTTP 500", text)
