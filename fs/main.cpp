@@ -4,6 +4,7 @@
 // on stderr and a non-zero status): the parent waits on a pipe for the daemon's verdict. This
 // is what mount(8), /etc/fstab and scripts expect.
 
+#include <dirent.h>
 #include <execinfo.h>
 #include <fcntl.h>
 #include <malloc.h>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "fs/common/log.h"
+#include "fs/common/mounts.h"
 #include "fs/common/version.h"
 #include "fs/mount_app.h"
 #include "fs/options.h"
@@ -124,6 +126,52 @@ std::string fallback_log_file(bool is_root) {
   return "";
 }
 
+// A mount point must exist, be a folder, have no mount on it already (a second daemon would
+// stack over the first) and be empty unless -o nonempty. Makes opts.mountpoint absolute.
+// Returns "" or the one line that says what is wrong.
+std::string check_mountpoint(whfs::MountOptions& opts) {
+  const std::string& m = opts.mountpoint;
+  struct stat st {};
+  if (::stat(m.c_str(), &st) != 0) {
+    if (errno == ENOENT)
+      return "mount point " + m + " does not exist (create it: mkdir -p " + m + ")";
+    return "cannot use mount point " + m + ": " + std::strerror(errno);
+  }
+  if (!S_ISDIR(st.st_mode)) return "mount point " + m + " is not a folder";
+  if (char* real = ::realpath(m.c_str(), nullptr); real != nullptr) {
+    opts.mountpoint = real;
+    std::free(real);
+  }
+  if (whfs::MountEntry e; whfs::mounted_on(opts.mountpoint, &e)) {
+    if (e.type == "fuse.wheelhousefs") {
+      return opts.mountpoint + " already has a wheelhouse mount on it (" + e.source +
+             "; see wheelhouse status " + opts.mountpoint + "); unmount it first: fusermount3 -u " +
+             opts.mountpoint;
+    }
+    return opts.mountpoint + " already has a mount on it (" + e.type + " " + e.source +
+           "); unmount it first, or choose another folder";
+  }
+  if (!opts.nonempty) {
+    DIR* d = ::opendir(opts.mountpoint.c_str());
+    if (d == nullptr)
+      return "cannot read mount point " + opts.mountpoint + ": " + std::strerror(errno);
+    std::string first;
+    std::size_t n = 0;
+    while (const dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name == "." || name == "..") continue;
+      if (n++ == 0) first = name;
+    }
+    ::closedir(d);
+    if (n > 0) {
+      return "mount point " + opts.mountpoint + " is not empty (it holds '" + first + "'" +
+             (n > 1 ? " and " + std::to_string(n - 1) + " more" : "") +
+             "); use an empty folder, or -o nonempty to mount over it (hiding those files)";
+    }
+  }
+  return "";
+}
+
 void detach_stdio() {
   const int devnull = ::open("/dev/null", O_RDWR);
   if (devnull < 0) return;
@@ -165,7 +213,6 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  struct stat st {};
   struct statfs sfs {};
   // statfs always reaches the filesystem (stat of a mount's root may come from the kernel's
   // attribute cache), so it tells a dead mount apart.
@@ -180,14 +227,9 @@ int main(int argc, char** argv) {
                    opts.mountpoint.c_str());
     }
   }
-  if (::stat(opts.mountpoint.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    std::fprintf(stderr, "wheelhousefs: mount point %s is not a folder\n", opts.mountpoint.c_str());
+  if (auto bad = check_mountpoint(opts); !bad.empty()) {
+    std::fprintf(stderr, "wheelhousefs: %s\n", bad.c_str());
     return 2;
-  }
-  char* real = ::realpath(opts.mountpoint.c_str(), nullptr);
-  if (real != nullptr) {
-    opts.mountpoint = real;
-    std::free(real);
   }
   whfs::setup_logging(opts.log_level);
   // The daemon holds the token in memory: no core dump, and no ptrace or /proc/PID/mem
@@ -240,8 +282,15 @@ int main(int argc, char** argv) {
     }
   };
   hooks.failed = [&](const std::string& why) {
-    // One line for the user: the parent prints it when detached, else the log does.
-    if (ready_fd < 0) spdlog::error("{}", why);
+    // The cause first, for the user: the parent prints it when detached; in the foreground a
+    // terminal gets it plain (no timestamp), a log (the journal) through spdlog.
+    if (ready_fd < 0) {
+      if (::isatty(STDERR_FILENO) != 0) {
+        std::fprintf(stderr, "wheelhousefs: %s\n", why.c_str());
+      } else {
+        spdlog::error("{}", why);
+      }
+    }
     notify_systemd(("STATUS=" + why).c_str());
     if (ready_fd >= 0) {
       const std::string msg = "E" + why;

@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
 #include <csignal>
+#include <cstring>
 #include <ctime>
 #include <memory>
 #include <mutex>
@@ -103,6 +105,9 @@ class MountApp {
     repo_ = *repo;
     endpoint_ = hub::resolve_endpoint(o_.endpoint);
 
+    if (!o_.token_file.empty() && ::access(o_.token_file.c_str(), R_OK) != 0) {
+      return unexpected("token_file=" + o_.token_file + ": " + std::strerror(errno));
+    }
     if (auto r = open_cache(); !r) return r;
 
     hub_ = o_.offline ? std::make_unique<hub::OfflineHub>()
@@ -192,14 +197,24 @@ class MountApp {
         mtime_ = mtime_of(*rev);
         return {};
       }
+      // The first line is the cause, short; what to check comes after it.
       if (!hub::unreachable(rev.error())) {
-        return unexpected("cannot resolve " + repo_.id + "@" + o_.revision + " at " + endpoint_ +
-                          ": " + rev.error().describe());
+        std::string msg =
+            "cannot mount " + repo_.id + "@" + o_.revision + ": " + rev.error().short_cause();
+        if (rev.error().kind == hub::HubErrorKind::kNotFound) {
+          msg +=
+              "\n  check the repository's name (owner/name, as on the Hub), revision= "
+              "(a branch, tag, commit or refs/pr/N), and for a private repository a token "
+              "(HF_TOKEN or token_file=)";
+        }
+        msg += "\n  " + rev.error().describe();
+        return unexpected(msg);
       }
       if (!last) {
-        return unexpected("cannot reach the Hub at " + endpoint_ + " (" + rev.error().describe() +
-                          ") and the cache in " + o_.cache_dir + " has no copy of " + repo_.id +
-                          "@" + o_.revision);
+        return unexpected("cannot reach the Hub at " + endpoint_ + ": " +
+                          rev.error().short_cause() + "\n  and the cache " + o_.cache_dir +
+                          " has no copy of " + repo_.id + "@" + o_.revision +
+                          " to serve offline (check the network, proxy= or HTTPS_PROXY)");
       }
       spdlog::warn(
           "the Hub is unreachable ({}); serving the last known commit {} of {}@{} "
@@ -428,6 +443,9 @@ class MountApp {
     j["offline"] = hub_->offline();
     j["offline_fallback"] = !offline_note_.empty();
     j["mountpoint"] = o_.mountpoint;
+    // For `wheelhouse cache --mount`: the writable tier's folder, and its group.
+    j["cache_dir"] = o_.cache_upper.empty() ? o_.cache_dir : o_.cache_upper;
+    j["cache_group"] = o_.cache_group;
     j["mounted_at"] = mounted_at_;
     j["now"] = std::time(nullptr);
     j["commit_time"] = names_->mtime();

@@ -2,8 +2,10 @@
 
 #include <grp.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 
 #include "cache/tiered_cache.h"
 
@@ -66,7 +68,17 @@ Expected<std::unique_ptr<cache::BlockCache>, std::string> open_mount_cache(const
     return std::unique_ptr<cache::BlockCache>(
         std::make_unique<cache::NullCache>(o.cache_dir, cache.error().message));
   }
-  if (!cache) return unexpected("cache " + o.cache_dir + ": " + cache.error().message);
+  if (!cache) {
+    // A read-only folder with no cache in it (an image layer built without a warm cache):
+    // say what to do, not LMDB's "No such file or directory".
+    if (::access(o.cache_dir.c_str(), W_OK) != 0 && errno == EROFS &&
+        ::access((o.cache_dir + "/data.mdb").c_str(), F_OK) != 0) {
+      return unexpected("cache_dir=" + o.cache_dir +
+                        " is read-only and holds no cache: give cache_upper=DIR (a writable "
+                        "tier over it) or a writable cache_dir");
+    }
+    return unexpected("cache " + o.cache_dir + ": " + cache.error().message);
+  }
   if (!(*cache)->read_only()) {
     if (!o.cache_upper.empty()) {
       return unexpected("cache_upper is for a read-only cache_dir, and " + o.cache_dir +

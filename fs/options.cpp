@@ -4,7 +4,9 @@
 #include <set>
 
 #include "fs/common/units.h"
+#include "fs/hub/hub_client.h"
 #include "fs/metrics/metrics.h"
+#include "fs/target/target.h"
 
 namespace whfs {
 namespace {
@@ -129,11 +131,9 @@ Expected<void, std::string> apply_option(MountOptions& o, const std::string& ite
     o.current_per_caller = value == "caller";
     return {};
   }
-  const std::pair<const char*, bool*> flags[] = {{"offline", &o.offline},
-                                                 {"streaming", &o.streaming},
-                                                 {"insecure_token", &o.insecure_token},
-                                                 {"dumpable", &o.dumpable},
-                                                 {"cache_trusted", &o.cache_trusted}};
+  const std::pair<const char*, bool*> flags[] = {
+      {"offline", &o.offline},   {"streaming", &o.streaming}, {"insecure_token", &o.insecure_token},
+      {"dumpable", &o.dumpable}, {"nonempty", &o.nonempty},   {"cache_trusted", &o.cache_trusted}};
   for (const auto& [name, field] : flags) {
     if (key != name) continue;
     if (has_value) return unexpected("option '" + key + "' takes no value");
@@ -290,11 +290,15 @@ Expected<MountOptions, std::string> parse_mount_args(const std::vector<std::stri
       if (const char* v = getenv(var); v != nullptr) *field = v;
     }
   }
+  // Every value that can be wrong on the command line is refused here, so that each such
+  // mistake exits 2 with one line (not 1, after the mount started).
+  if (auto repo = hub::parse_repo_ref(o.repo); !repo) return unexpected(repo.error());
+  if (auto v = target::validate_overrides(o.target); !v) return unexpected(v.error());
   return o;
 }
 
 std::string mount_usage(const std::string& program) {
-  return "usage: " + program + R"( [-f] [-d] [-o opt[,opt...]] [REPO] MOUNTPOINT
+  return "Usage: " + program + R"( [-f] [-d] [-o opt[,opt...]] [REPO] MOUNTPOINT
 
 Mounts a Hugging Face Hub dataset of prebuilt wheels (REPO, default
 DoctorPopi/python_wheelhouse) read-only on MOUNTPOINT, fetching files lazily into a
@@ -345,6 +349,8 @@ Python, its torch and CUDA, the GPUs it may use; targets/KEY/ those of any targe
   -o metrics_textfile=PATH
                       write the same metrics to PATH (ending in .prom) every 5 s, for
                       node_exporter's textfile collector; removed at unmount
+  -o nonempty         mount over a folder that is not empty (its files are hidden while
+                      mounted; by default such a folder is refused)
   -o dumpable         allow core dumps of the daemon (off by default: a dump would hold
                       the token); for debugging
   -o readahead=SIZE   bytes fetched ahead of sequential readers (default 64M)
@@ -367,6 +373,12 @@ Python, its torch and CUDA, the GPUs it may use; targets/KEY/ those of any targe
 
 mount -t fuse.wheelhousefs REPO MOUNTPOINT -o opts, and /etc/fstab lines of type
 fuse.wheelhousefs, work the same. SIGHUP looks for a new commit at once.
+
+Exit status:
+  0  mounted (without -f: the daemon serves; with -f: unmounted cleanly)
+  1  the mount failed: the Hub, the cache or FUSE (one line says why)
+  2  usage: a bad option or value, or a mount point that does not exist, is not a
+     folder, is not empty (see nonempty) or already has a mount on it
 )";
 }
 

@@ -18,6 +18,7 @@ namespace whfs {
 struct MountOptions {
   std::string repo = "DoctorPopi/python_wheelhouse";
   std::string mountpoint;
+  bool nonempty = false;    // mount over a folder that is not empty (hiding what it holds)
   bool foreground = false;  // -f
   bool debug = false;       // -d: foreground, debug logs, libfuse's request trace
   std::string revision = "main";

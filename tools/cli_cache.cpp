@@ -10,50 +10,107 @@
 #include <cstdlib>
 #include <ctime>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "cache/block_cache.h"
+#include "fs/common/mounts.h"
 #include "fs/common/units.h"
 #include "fs/options.h"
 #include "fs/stats_json.h"
 #include "tools/cli_commands.h"
+#include "tools/status_reader.h"
 
 namespace whfs::cli {
 namespace {
 
-std::string cache_dir_of(const CommonOptions& o) {
-  if (!o.cache_dir.empty()) return o.cache_dir;
-  return default_cache_dir([](const char* n) { return std::getenv(n); }, ::geteuid() == 0);
+// The cache a command works on: --cache-dir, else the cache of the mount named by --mount
+// (or, for evict, of the mount its paths are in), as the mount itself reports it (its
+// directory, its group), else the default of wheelhousefs.
+struct Target {
+  std::string dir;
+  std::string group;
+  nlohmann::json mount;  // the mount's status when one was asked (for paths), else null
+};
+
+// The wheelhouse mount that holds `path` (the longest mount point above it), or "".
+std::string mount_holding(const std::string& path) {
+  char* real = ::realpath(path.c_str(), nullptr);
+  const std::string p = real != nullptr ? real : path;
+  std::free(real);
+  std::string best;
+  for (const auto& m : wheelhouse_mounts()) {
+    if ((p == m || p.starts_with(m + "/")) && m.size() > best.size()) best = m;
+  }
+  return best;
+}
+
+bool target_of(const CommonOptions& o, Target* t, int* exit_code) {
+  if (!o.cache_dir.empty()) {
+    t->dir = o.cache_dir;
+    t->group = o.cache_group;
+    return true;
+  }
+  if (!o.mount.empty()) {
+    // The mount's root, or any path inside it.
+    const std::string root = mount_holding(o.mount);
+    auto st = read_status(root.empty() ? o.mount : root);
+    if (!st) {
+      std::fprintf(stderr, "wheelhouse: --mount: %s\n", st.error().second.c_str());
+      *exit_code = st.error().first;
+      return false;
+    }
+    t->mount = *st;
+    t->dir = st->value("cache_dir", "");
+    t->group = o.cache_group.empty() ? st->value("cache_group", "") : o.cache_group;
+    if (t->dir.empty()) {
+      std::fprintf(stderr, "wheelhouse: --mount %s runs without a cache\n", o.mount.c_str());
+      *exit_code = kFailed;
+      return false;
+    }
+    return true;
+  }
+  t->dir = default_cache_dir([](const char* n) { return std::getenv(n); }, ::geteuid() == 0);
+  t->group = o.cache_group;
+  if (t->dir.empty()) {
+    std::fprintf(stderr, "wheelhouse: no cache directory: HOME is not set; give --cache-dir\n");
+    *exit_code = kUsage;
+    return false;
+  }
+  return true;
 }
 
 // The access of a cache shared with --cache-group, as the mount's cache_group= gives it: a
 // member who does not own the directory opens it without changing any mode.
-bool access_of(const CommonOptions& o, cache::DirAccess* access) {
-  if (o.cache_group.empty()) return true;
-  const group* g = ::getgrnam(o.cache_group.c_str());
+bool access_of(const std::string& group_name, cache::DirAccess* access) {
+  if (group_name.empty()) return true;
+  const group* g = ::getgrnam(group_name.c_str());
   if (g == nullptr) {
-    std::fprintf(stderr, "wheelhouse: --cache-group: no group named '%s'\n", o.cache_group.c_str());
+    std::fprintf(stderr, "wheelhouse: --cache-group: no group named '%s'\n", group_name.c_str());
     return false;
   }
   access->group = g->gr_gid;
   return true;
 }
 
-// Opens the cache with the cap it already has; reports the error itself.
-std::unique_ptr<cache::BlockCache> open_cache(const CommonOptions& o, int* exit_code) {
+// Opens the cache with the cap it already has; reports the error itself. `inspect`: a cache
+// that does not exist yet is an error, never created (stats, ls, verify change nothing).
+std::unique_ptr<cache::BlockCache> open_cache(const Target& t, bool inspect, int* exit_code) {
   cache::Options co;
-  co.dir = cache_dir_of(o);
+  co.dir = t.dir;
   co.cap_bytes = 0;   // keep the cap the mount set
   co.repair = false;  // never move aside a cache that a mount may be using: say so instead
-  if (co.dir.empty()) {
-    std::fprintf(stderr, "wheelhouse: no cache directory: HOME is not set; give --cache-dir\n");
+  if (!access_of(t.group, &co.access)) {
     *exit_code = kUsage;
     return nullptr;
   }
-  if (!access_of(o, &co.access)) {
-    *exit_code = kUsage;
+  if (inspect && ::access((t.dir + "/data.mdb").c_str(), F_OK) != 0) {
+    std::fprintf(stderr, "wheelhouse: no cache in %s (no mount has cached anything there)\n",
+                 t.dir.c_str());
+    *exit_code = kFailed;
     return nullptr;
   }
   auto c = cache::BlockCache::open(co);
@@ -71,6 +128,39 @@ std::unique_ptr<cache::BlockCache> open_cache(const CommonOptions& o, int* exit_
   return std::move(c).value();
 }
 
+std::optional<cache::ContentId> content_of(const RemoteEntry& e) {
+  if (e.is_lfs()) return cache::ContentId::from_hex(cache::ContentId::Kind::kSha256, e.lfs_sha256);
+  return cache::ContentId::from_hex(cache::ContentId::Kind::kGitSha1, e.oid);
+}
+
+// The paths each content has in the mount's pinned tree, from the listings the cache holds
+// (a file was listed before it was read, so every cached file of this commit is found).
+std::map<std::string, std::vector<std::string>> paths_in_tree(cache::BlockCache& c,
+                                                              const nlohmann::json& mount) {
+  std::map<std::string, std::vector<std::string>> out;
+  if (!mount.is_object()) return out;
+  const std::string endpoint = mount.value("endpoint", "");
+  const std::string repo = mount.value("repo", "");
+  const std::string commit = mount.value("commit", "");
+  std::vector<std::string> folders{""};
+  std::size_t seen = 0;
+  while (!folders.empty() && seen < 100000) {
+    const std::string folder = std::move(folders.back());
+    folders.pop_back();
+    ++seen;
+    auto l = c.get_listing(endpoint, repo, commit, folder);
+    if (!l || !*l) continue;
+    for (const auto& e : **l) {
+      if (e.is_dir()) {
+        folders.push_back(e.path);
+      } else if (auto id = content_of(e)) {
+        out[id->to_string()].push_back(e.path);
+      }
+    }
+  }
+  return out;
+}
+
 std::string iso_time(std::chrono::system_clock::time_point t) {
   const std::time_t s = std::chrono::system_clock::to_time_t(t);
   std::tm tm{};
@@ -84,19 +174,21 @@ std::string iso_time(std::chrono::system_clock::time_point t) {
 
 int run_cache_stats(const CommonOptions& o) {
   int rc = kOk;
-  auto c = open_cache(o, &rc);
+  Target t;
+  if (!target_of(o, &t, &rc)) return rc;
+  auto c = open_cache(t, true, &rc);
   if (!c) return rc;
   auto s = c->stats();
   if (!s) {
     std::fprintf(stderr, "wheelhouse: %s\n", s.error().message.c_str());
     return kFailed;
   }
-  const nlohmann::json j = cache_stats_json(cache_dir_of(o), *s);
+  const nlohmann::json j = cache_stats_json(t.dir, *s);
   if (o.json) {
     std::cout << j.dump(2) << "\n";
     return kOk;
   }
-  std::printf("cache        %s\n", cache_dir_of(o).c_str());
+  std::printf("cache        %s\n", t.dir.c_str());
   std::printf("used         %s of %s (%s of file data, on disk %s)\n",
               format_bytes(s->usage.footprint_bytes).c_str(), format_bytes(s->cap_bytes).c_str(),
               format_bytes(s->usage.payload_bytes).c_str(), format_bytes(s->disk_bytes).c_str());
@@ -117,8 +209,11 @@ int run_cache_stats(const CommonOptions& o) {
 
 int run_cache_ls(const CommonOptions& o) {
   int rc = kOk;
-  auto c = open_cache(o, &rc);
+  Target t;
+  if (!target_of(o, &t, &rc)) return rc;
+  auto c = open_cache(t, true, &rc);
   if (!c) return rc;
+  const auto paths = paths_in_tree(*c, t.mount);
   auto list = c->list_contents();
   if (!list) {
     std::fprintf(stderr, "wheelhouse: %s\n", list.error().message.c_str());
@@ -134,26 +229,37 @@ int run_cache_ls(const CommonOptions& o) {
                    {"total_blocks", e.state.total},
                    {"verified", e.state.verified},
                    {"last_access", iso_time(e.last_access)}});
+    if (t.mount.is_object()) {
+      const auto it = paths.find(e.id.to_string());
+      arr.back()["paths"] = it == paths.end() ? std::vector<std::string>{} : it->second;
+    }
   }
   if (o.json) {
     std::cout << arr.dump(2) << "\n";
     return kOk;
   }
   std::printf("%-20s  %10s  %7s  %-8s  %s\n", "last access (UTC)", "size", "cached", "state",
-              "content");
+              t.mount.is_object() ? "path at the mount's commit (else the content)" : "content");
   for (const auto& e : *list) {
     const unsigned pct = e.state.total == 0 ? 100 : 100 * e.state.present / e.state.total;
+    std::string what = e.id.to_string();
+    if (const auto it = paths.find(what); it != paths.end()) {
+      what = it->second.front();
+      if (it->second.size() > 1) what += " (+" + std::to_string(it->second.size() - 1) + " more)";
+    }
     std::printf("%-20s  %10s  %6u%%  %-8s  %s\n", iso_time(e.last_access).c_str(),
                 format_bytes(e.size).c_str(), pct,
                 e.state.verified ? "verified" : (e.state.complete() ? "complete" : "partial"),
-                e.id.to_string().c_str());
+                what.c_str());
   }
   return kOk;
 }
 
 int run_cache_verify(const CommonOptions& o) {
   int rc = kOk;
-  auto c = open_cache(o, &rc);
+  Target t;
+  if (!target_of(o, &t, &rc)) return rc;
+  auto c = open_cache(t, true, &rc);
   if (!c) return rc;
   auto r = c->verify_all();
   if (!r) {
@@ -178,7 +284,19 @@ int run_cache_verify(const CommonOptions& o) {
 
 int run_cache_evict(const CommonOptions& o, const std::vector<std::string>& targets) {
   int rc = kOk;
-  auto c = open_cache(o, &rc);
+  CommonOptions with_mount = o;
+  if (o.cache_dir.empty() && o.mount.empty()) {
+    // Paths in a mount evict from that mount's cache, not the default one.
+    for (const auto& p : targets) {
+      if (const std::string m = mount_holding(p); !m.empty()) {
+        with_mount.mount = m;
+        break;
+      }
+    }
+  }
+  Target where;
+  if (!target_of(with_mount, &where, &rc)) return rc;
+  auto c = open_cache(where, true, &rc);
   if (!c) return rc;
   for (const auto& t : targets) {
     auto id = cache::ContentId::parse(t);
@@ -212,11 +330,10 @@ int run_cache_evict(const CommonOptions& o, const std::vector<std::string>& targ
 }
 
 int run_cache_clear(const CommonOptions& o, bool yes, bool force) {
-  const std::string dir = cache_dir_of(o);
-  if (dir.empty()) {
-    std::fprintf(stderr, "wheelhouse: no cache directory: HOME is not set; give --cache-dir\n");
-    return kUsage;
-  }
+  int rc = kOk;
+  Target t;
+  if (!target_of(o, &t, &rc)) return rc;
+  const std::string& dir = t.dir;
   if (!yes) {
     if (::isatty(STDIN_FILENO) == 0) {
       std::fprintf(stderr, "wheelhouse: `cache clear` empties %s; add --yes to confirm\n",
@@ -231,7 +348,7 @@ int run_cache_clear(const CommonOptions& o, bool yes, bool force) {
   cache::Options co;
   co.dir = dir;
   co.repair = false;
-  if (!access_of(o, &co.access)) return kUsage;
+  if (!access_of(t.group, &co.access)) return kUsage;
   auto c = cache::BlockCache::open(co);
   if (!c) {
     if (c.error().kind != cache::CacheError::Kind::kFormat) {

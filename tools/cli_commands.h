@@ -27,6 +27,7 @@ struct CommonOptions {
   bool json = false;
   std::string cache_dir;                    // empty: the default of wheelhousefs
   std::string cache_group;                  // a cache shared with this group (cache_group=)
+  std::string mount;                        // cache commands: the cache of this mount
   std::vector<std::string> target_options;  // detect: python=, arch=, ...
 };
 
@@ -64,7 +65,15 @@ struct PublishOptions {
   int stall_timeout = 60;  // seconds without a byte moving before a transfer is retried
 };
 
+struct DoctorOptions {
+  std::string repo = "DoctorPopi/python_wheelhouse";
+  std::string endpoint;   // empty: HF_ENDPOINT, else https://huggingface.co
+  std::string cache_dir;  // empty: wheelhousefs's default
+  bool offline = false;   // no request to the Hub
+};
+
 int run_detect(const CommonOptions& o, const DetectOptions& d);
+int run_doctor(const DoctorOptions& o);
 int run_shell_hook(const std::string& shell, const std::vector<std::string>& mounts);
 int run_pip_config(const std::string& mount);
 // The one mount of `mounts` (the wheelhouse mounts found, or the one named), else

@@ -3,15 +3,17 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "fs/common/mounts.h"
 #include "fs/target/caller_targets.h"
 #include "fs/target/gpu_probe.h"
 #include "tools/cli_commands.h"
-#include "tools/mounts.h"
 
 namespace whfs::cli {
 namespace {
@@ -85,6 +87,15 @@ int run_detect(const CommonOptions& o, const DetectOptions& d) {
   config.deadline = std::chrono::minutes(1);  // no FUSE request waits on it here
   target::CallerTargets targets(config, gpus, target::host_platform());
   const pid_t pid = d.pid > 0 ? d.pid : ::getpid();
+  if (d.pid < 0) {
+    std::fprintf(stderr, "wheelhouse: --pid must be a process id, got %d\n",
+                 static_cast<int>(d.pid));
+    return kUsage;
+  }
+  if (d.pid > 0 && ::kill(d.pid, 0) != 0 && errno == ESRCH) {
+    std::fprintf(stderr, "wheelhouse: --pid %d: no such process\n", static_cast<int>(d.pid));
+    return kFailed;
+  }
   const auto r = targets.resolve(pid);
   const target::Target& t = r->target;
   if (d.key_only) {

@@ -22,6 +22,8 @@
 
 #include "fs/common/clock.h"
 #include "fs/common/units.h"
+#include "fs/target/caller_targets.h"
+#include "fs/target/key.h"
 #include "tools/cli_commands.h"
 #include "tools/status_reader.h"
 
@@ -46,14 +48,29 @@ std::string xattr_of(const std::string& path, const char* name) {
 }
 
 // Files under the requested paths, with their sizes (stat never downloads).
-bool collect(const PrefetchOptions& o, std::deque<Job>& jobs) {
+bool collect(const PrefetchOptions& o, std::deque<Job>& jobs, int* rc) {
+  *rc = kFailed;
   std::vector<std::string> roots;
   for (const auto& p : o.paths) roots.push_back(p.starts_with("/") ? p : o.mountpoint + "/" + p);
   // The folders the packages are taken from: current/ (this process's target) or the named
   // targets (any machine's).
   std::vector<std::string> bases;
   for (const auto& key : o.targets) bases.push_back(o.mountpoint + "/targets/" + key);
-  if (bases.empty() && o.current_given) bases.push_back(o.mountpoint + "/current");
+  if (bases.empty() && o.current_given) {
+    // current/ of a process whose target is not known leads to targets/unresolved: say why
+    // instead of prefetching nothing.
+    char link[512];
+    const ssize_t n = ::readlink((o.mountpoint + "/current").c_str(), link, sizeof link - 1);
+    if (n > 0 && std::string(link, static_cast<std::size_t>(n)) ==
+                     std::string("targets/") + target::CallerTargets::kUnresolved) {
+      std::fprintf(stderr,
+                   "wheelhouse: current/ leads to targets/unresolved for this shell: "
+                   "`wheelhouse detect` says why; give --target KEY for another machine\n");
+      *rc = kFailed;
+      return false;
+    }
+    bases.push_back(o.mountpoint + "/current");
+  }
   for (const auto& base : bases) {
     if (o.current_packages.empty()) roots.push_back(base);
     for (const auto& pkg : o.current_packages) roots.push_back(base + "/" + pkg);
@@ -62,6 +79,7 @@ bool collect(const PrefetchOptions& o, std::deque<Job>& jobs) {
     std::fprintf(stderr,
                  "wheelhouse: nothing to prefetch: give PATHs, --current [PACKAGE...] or "
                  "--target KEY\n");
+    *rc = kUsage;
     return false;
   }
   for (const auto& r : roots) {
@@ -137,12 +155,19 @@ class RecentRate {
 };
 
 int run_prefetch(const PrefetchOptions& o) {
+  // Bad input first (a usage error whatever the mount).
+  for (const auto& key : o.targets) {
+    if (auto k = target::parse_key(key, target::host_platform()); !k) {
+      std::fprintf(stderr, "wheelhouse: --target %s: %s\n", key.c_str(), k.error().c_str());
+      return kUsage;
+    }
+  }
   if (auto st = read_status(o.mountpoint); !st) {
     std::fprintf(stderr, "wheelhouse: %s\n", st.error().second.c_str());
     return st.error().first;
   }
   std::deque<Job> jobs;
-  if (!collect(o, jobs)) return kFailed;
+  if (int rc = kOk; !collect(o, jobs, &rc)) return rc;
   std::uint64_t total = 0;
   for (auto& j : jobs) {
     total += j.size;

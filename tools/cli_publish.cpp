@@ -3,6 +3,7 @@
 // upload them in one commit. Everything about a wheel is checked before anything leaves the
 // machine; --dry-run stops after saying what would happen.
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -248,11 +249,21 @@ int run(const PublishOptions& o, const std::string& repo, const std::vector<std:
 int run_publish(const PublishOptions& o) {
   std::string repo = kDefaultRepo;
   std::vector<std::string> files = o.args;
+  // The first argument is the repository when it reads as one (owner/name) and is no file:
+  // `publish build/x.tar.gz` is a file that is not a wheel, not a repository named so.
   if (!files.empty() && !files.front().ends_with(".whl")) {
-    repo = files.front();
+    const std::string& first = files.front();
+    struct stat st {};
+    if (::stat(first.c_str(), &st) == 0 || !hub::parse_repo_ref(first)) {
+      return report({kUsage, first + " is not a wheel (*.whl) nor a repository (owner/name)"});
+    }
+    repo = first;
     files.erase(files.begin());
   }
   if (files.empty()) return report({kUsage, "no wheel given"});
+  for (const auto& f : files) {
+    if (!f.ends_with(".whl")) return report({kUsage, f + " is not a wheel (*.whl)"});
+  }
   std::set<std::string> names;
   for (const auto& f : files) {
     const std::string name = f.substr(f.rfind('/') + 1);

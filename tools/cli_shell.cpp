@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "fs/common/mounts.h"
 #include "tools/cli_commands.h"
-#include "tools/mounts.h"
 
 namespace whfs::cli {
 namespace {

@@ -17,9 +17,9 @@
 #include <string>
 #include <thread>
 
+#include "fs/common/mounts.h"
 #include "fs/common/units.h"
 #include "tools/cli_commands.h"
-#include "tools/mounts.h"
 #include "tools/status_reader.h"
 
 namespace whfs::cli {

@@ -82,7 +82,7 @@ case $cmd in
     ((failed == 0)) || exit 1
     ;;
   demo)
-    tools/setup.sh --tests
+    tools/setup.sh --demo
     configure_and_build build
     exec tools/demo.sh "$@"
     ;;

@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
 # Installs everything wheelhouse-fs needs on Debian 12 (idempotent: installs only what is
 # missing). `setup.sh` = build and run; `setup.sh --tests` adds what the tests need (node/npm
-# and the pinned @huggingface/hub of the fidelity test, debugging and fuzzing tools).
+# and the pinned @huggingface/hub of the fidelity test, debugging and fuzzing tools);
+# `setup.sh --demo` what tools/demo.sh needs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-want_tests=0
+want_tests=0 want_demo=0
 [[ ${1:-} == --tests ]] && want_tests=1
+# --demo: what tools/demo.sh needs (pip), nothing of the tests' (no npm: it runs offline).
+[[ ${1:-} == --demo ]] && want_demo=1
 
 pkgs=(
   # build
   build-essential cmake ninja-build pkg-config ca-certificates
   libfuse3-dev libcurl4-openssl-dev libspdlog-dev nlohmann-json3-dev libssl-dev
   libxxhash-dev libcli11-dev libsystemd-dev libgtest-dev libgmock-dev libbenchmark-dev
-  zlib1g-dev prometheus-cpp-dev
+  zlib1g-dev prometheus-cpp-dev help2man
   # run
   fuse3 lmdb-utils python3
 )
@@ -21,6 +24,10 @@ if ((want_tests)); then
   pkgs+=(python3-pip python3-venv clang clang-format clang-tidy libclang-rt-14-dev systemd curl
         procps util-linux unzip psmisc
         dpkg-dev nginx-light file zsh python3-pexpect prometheus)
+fi
+
+if ((want_demo)); then
+  pkgs+=(python3-pip)
 fi
 
 missing=()

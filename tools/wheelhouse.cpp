@@ -1,6 +1,7 @@
 // wheelhouse: the command-line companion of wheelhousefs.
 //
 //   wheelhouse detect [--json|--key] [--pid N] [-o arch=..]  where current/ leads, and why
+//   wheelhouse doctor [REPO] [--endpoint URL] [--offline]   is this machine ready
 //   wheelhouse shell-hook bash|zsh|fish                      the prompt hook (eval it)
 //   wheelhouse pip-config [--mount DIR]                       a pip.conf for current/all/
 //   wheelhouse status [MOUNTPOINT] [--json] [--watch]    a running mount, live
@@ -29,6 +30,18 @@
 #include "tools/cli_commands.h"
 
 namespace {
+
+constexpr const char* kExitCodes = R"(Exit status:
+  0  ok
+  1  failure (the network, the Hub, the cache, a mount; detect: an axis undetermined;
+     doctor: a check failed)
+  2  usage: an unknown command or option, a bad value
+  3  not a wheelhouse mount, or a cache of a format this version cannot read
+  4  cache verify found and dropped corrupt files
+  5  publish: a wheel failed its checks or does not run on the target
+  6  publish: no token, or the Hub refused it
+  7  publish: another file is at a wheel's path (--replace)
+  8  publish: no such repository or branch)";
 
 int run(int argc, char** argv) {
   using namespace whfs::cli;
@@ -84,6 +97,11 @@ int run(int argc, char** argv) {
   cache->add_option("--cache-dir", common.cache_dir, "cache folder (default: the mount's default)");
   cache->add_option("--cache-group", common.cache_group,
                     "the group the cache is shared with (the mount's cache_group=)");
+  cache
+      ->add_option("--mount", common.mount,
+                   "the cache of this wheelhouse mount (its folder and group, as it reports "
+                   "them); evict finds it from its paths")
+      ->excludes(cache->get_option("--cache-dir"));
   auto* stats = cache->add_subcommand("stats", "Usage, hits, misses, evictions, corruption");
   stats->add_flag("--json", common.json, "JSON output");
   auto* ls = cache->add_subcommand("ls", "Cached contents, least recently used first");
@@ -158,6 +176,39 @@ int run(int argc, char** argv) {
                    "seconds without progress before a transfer is retried (60)")
       ->check(CLI::Range(1, 3600));
 
+  DoctorOptions doctor_opts;
+  auto* doctor = app.add_subcommand(
+      "doctor", "Check this machine: FUSE, the cache, the Hub, the token, GPUs, Python, mounts");
+  doctor->add_option("REPO", doctor_opts.repo, "the repository to ask the Hub for");
+  doctor->add_option("--endpoint", doctor_opts.endpoint,
+                     "the Hub (default $HF_ENDPOINT, else https://huggingface.co)");
+  doctor->add_option("--cache-dir", doctor_opts.cache_dir,
+                     "the cache folder to check (default: wheelhousefs's)");
+  doctor->add_flag("--offline", doctor_opts.offline, "send no request to the Hub");
+
+  app.footer(kExitCodes);
+
+  // An unknown command is named as such (CLI11 would say "A subcommand is required").
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--log-level") {
+      ++i;
+      continue;
+    }
+    if (a.starts_with("-")) continue;
+    std::string names;
+    bool known = false;
+    for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+      known = known || sub->get_name() == a;
+    }
+    if (!known) {
+      std::fprintf(stderr, "wheelhouse: unknown command '%s' (commands: %s; see --help)\n",
+                   a.c_str(), names.c_str());
+      return kUsage;
+    }
+    break;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -165,6 +216,7 @@ int run(int argc, char** argv) {
   }
   whfs::setup_logging(log_level);
   if (*detect) return run_detect(common, detect_opts);
+  if (*doctor) return run_doctor(doctor_opts);
   if (*status) return run_status(status_mount, common, watch);
   if (*hook) return run_shell_hook(hook_shell, hook_mounts);
   if (*pip_config) return run_pip_config(pip_mount);

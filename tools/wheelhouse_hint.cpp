@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/mounts.h"
+#include "fs/common/mounts.h"
 
 int main(int argc, char** argv) {
   bool verbose = false;
@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
       mounts.emplace_back(argv[i]);
     }
   }
-  if (mounts.empty()) mounts = whfs::cli::wheelhouse_mounts();
+  if (mounts.empty()) mounts = whfs::wheelhouse_mounts();
   int failed = 0;
   for (const auto& m : mounts) {
     char value[4096];

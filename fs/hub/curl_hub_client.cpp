@@ -29,7 +29,12 @@ namespace {
 constexpr int kMaxRedirects = 10;
 
 HubError make_error(HubErrorKind kind, std::string message, int status = 0) {
-  return HubError{kind, std::move(message), status, "", ""};
+  return HubError{kind, std::move(message), status, "", "", ""};
+}
+
+HubError with_cause(HubError e, std::string cause) {
+  e.cause = std::move(cause);
+  return e;
 }
 
 // What one attempt of a call ended with.
@@ -218,7 +223,25 @@ class CurlHubClient final : public HubClient {
                                             const std::string& what,
                                             spdlog::level::level_enum retry_level) {
     HubError last = make_error(HubErrorKind::kTimeout, what + ": deadline passed");
-    for (int tries = 0; tries < config_.retry.max_attempts;) {
+    last.cause = "timed out";
+    const auto started = Clock::now();
+    int tries = 0;
+    // The error a person reads: the last cause, how many tries over how long. The kind stays
+    // the cause's (a refused connection is not a timeout because the deadline came).
+    auto give_up = [&](const char* why) {
+      const auto secs =
+          std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - started).count();
+      const std::string tried =
+          tries > 1 ? std::to_string(tries) + " tries in " + std::to_string(secs) + " s" : "";
+      if (last.cause.empty()) last.cause = last.message;
+      if (!tried.empty()) last.cause += " (" + tried + ")";
+      if (!tried.empty() || *why != '\0') {
+        last.message += " (" + tried + (!tried.empty() && *why != '\0' ? "; " : "") + why + ")";
+      }
+      stats_.errors++;
+      return unexpected(std::move(last));
+    };
+    while (tries < config_.retry.max_attempts) {
       if (Clock::now() >= deadline) break;
       Outcome o = attempt();
       if (o.kind == Outcome::Kind::kDone) return {};
@@ -229,8 +252,8 @@ class CurlHubClient final : public HubClient {
       if (o.kind == Outcome::Kind::kProgress) continue;
       last = std::move(o.error);
       ++tries;
-      if (tries >= config_.retry.max_attempts) break;
       if (last.kind == HubErrorKind::kTimeout) stats_.stalls++;
+      if (tries >= config_.retry.max_attempts) break;
       if (o.at_once) {
         stats_.retries++;
         spdlog::log(retry_level, "{}: {}; retry {} now", what, last.describe(), tries);
@@ -239,9 +262,7 @@ class CurlHubClient final : public HubClient {
       const auto delay = retry_delay(tries - 1, o.hint);
       if (Clock::now() + delay >= deadline) {
         // Waiting would pass the deadline: fail now with what we know.
-        if (last.kind != HubErrorKind::kRateLimited) last.kind = HubErrorKind::kTimeout;
-        last.message += " (gave up: the next try would pass the deadline)";
-        break;
+        return give_up("the next would pass the deadline");
       }
       stats_.retries++;
       spdlog::log(retry_level, "{}: {}; retry {} in {} ms", what, last.describe(), tries,
@@ -251,12 +272,7 @@ class CurlHubClient final : public HubClient {
         return unexpected(make_error(HubErrorKind::kCancelled, what + ": shutting down"));
       }
     }
-    if (Clock::now() >= deadline && last.kind != HubErrorKind::kRateLimited &&
-        last.kind != HubErrorKind::kCancelled) {
-      last.kind = HubErrorKind::kTimeout;
-    }
-    stats_.errors++;
-    return unexpected(std::move(last));
+    return give_up("");
   }
 
   std::chrono::milliseconds retry_delay(int retry_index, std::optional<std::chrono::seconds> hint) {
@@ -359,7 +375,8 @@ class CurlHubClient final : public HubClient {
       case K::kTooLarge:
         return fail(make_error(HubErrorKind::kBadResponse, what + ": " + e.message));
       case K::kTimeout:
-        return retry(make_error(HubErrorKind::kTimeout, what + ": " + e.message));
+        return retry(
+            with_cause(make_error(HubErrorKind::kTimeout, what + ": " + e.message), e.message));
       case K::kStalled: {
         Outcome o =
             retry(make_error(HubErrorKind::kTimeout, what + ": stalled (" + e.message +
@@ -373,9 +390,10 @@ class CurlHubClient final : public HubClient {
       case K::kConnect:
       case K::kReset:
       case K::kOther:
-        return retry(make_error(HubErrorKind::kUnavailable, what + ": " + e.message));
+        break;
     }
-    return retry(make_error(HubErrorKind::kUnavailable, what + ": " + e.message));
+    return retry(
+        with_cause(make_error(HubErrorKind::kUnavailable, what + ": " + e.message), e.message));
   }
 
   Outcome status_outcome(const HttpResponse& resp, const std::string& what) {

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cerrno>
 #include <mutex>
 #include <stdexcept>
 #include <vector>
@@ -192,6 +193,41 @@ int on_progress(void* user, curl_off_t, curl_off_t down, curl_off_t, curl_off_t 
     return 1;
   }
   return 0;
+}
+
+// What went wrong, as a person says it: "connection refused", "name not resolved", "timed
+// out", "TLS: ..."; libcurl's own sentence otherwise.
+std::string in_words(CURLcode rc, int os_errno) {
+  switch (rc) {
+    case CURLE_COULDNT_CONNECT:
+      if (os_errno == ECONNREFUSED) return "connection refused";
+      if (os_errno == ENETUNREACH) return "network unreachable";
+      if (os_errno == EHOSTUNREACH) return "host unreachable";
+      if (os_errno == ETIMEDOUT) return "connection timed out";
+      return "cannot connect";
+    case CURLE_COULDNT_RESOLVE_HOST:
+      return "name not resolved (DNS)";
+    case CURLE_COULDNT_RESOLVE_PROXY:
+      return "the proxy's name not resolved (DNS)";
+    case CURLE_OPERATION_TIMEDOUT:
+      return "timed out";
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+    case CURLE_SSL_INVALIDCERTSTATUS:
+      return std::string("TLS: ") + curl_easy_strerror(rc);
+    case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR:
+      return os_errno == ECONNRESET ? "connection reset" : curl_easy_strerror(rc);
+    case CURLE_GOT_NOTHING:
+      return "the server closed the connection without answering";
+    default:
+      return curl_easy_strerror(rc);
+  }
 }
 
 TransferError::Kind classify(CURLcode rc) {
@@ -398,11 +434,13 @@ Expected<HttpResponse, TransferError> HttpTransport::perform(const HttpRequest& 
   if (err.kind == TransferError::Kind::kCancelled && !cancelled_) {
     err.kind = TransferError::Kind::kOther;
   }
+  long os_errno = 0;
+  curl_easy_getinfo(c, CURLINFO_OS_ERRNO, &os_errno);
   err.message = t.too_large        ? "response body too large"
                 : t.put_unreadable ? "the body to send could not be read"
                 : t.stalled
                     ? "no progress for " + std::to_string(config_.low_speed_time.count()) + " s"
-                    : curl_easy_strerror(rc);
+                    : in_words(rc, static_cast<int>(os_errno));
   err.body_bytes = t.response.body_bytes;
   return unexpected(std::move(err));
 }

@@ -118,6 +118,13 @@ HubError response_error(const HttpResponse& resp, const std::string& what, bool 
       e.kind = resp.status >= 500 ? HubErrorKind::kUnavailable : HubErrorKind::kBadResponse;
       e.message = what + ": HTTP " + std::to_string(resp.status) + said;
   }
+  // The cause without the URL, for a first line.
+  if (e.message.starts_with(what + ": ")) {
+    e.cause = e.message.substr(what.size() + 2);
+    if (e.cause.find("HTTP ") == std::string::npos) {
+      e.cause += " (HTTP " + std::to_string(resp.status) + ")";
+    }
+  }
   return e;
 }
 

@@ -28,8 +28,12 @@ struct HubError {
   int http_status = 0;     // 0 when no response was received
   std::string code;        // X-Error-Code (RepoNotFound, RevisionNotFound, EntryNotFound, ...)
   std::string request_id;  // X-Request-Id, quoted in logs
+  // The cause alone, for a first line a person reads ("connection refused (4 tries in 5 s)",
+  // "HTTP 404: repository not found"); empty: `message` is all there is.
+  std::string cause;
 
   std::string describe() const;  // "<kind>: <message> (HTTP 404, request id ...)"
+  std::string short_cause() const { return cause.empty() ? describe() : cause; }
 };
 
 // What a filesystem call answers for a Hub failure, the one mapping: a refused token or a

@@ -12,7 +12,7 @@ namespace {
 using nlohmann::json;
 
 HubError bad(std::string message) {
-  return HubError{HubErrorKind::kBadResponse, std::move(message), 0, "", ""};
+  return HubError{HubErrorKind::kBadResponse, std::move(message), 0, "", "", ""};
 }
 
 const json* field(const json& obj, const char* key) {

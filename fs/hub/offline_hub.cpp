@@ -5,7 +5,11 @@ namespace {
 
 HubError offline_error(std::string_view what) {
   return HubError{HubErrorKind::kUnavailable,
-                  "offline: " + std::string(what) + " is not in the cache", 0, "", ""};
+                  "offline: " + std::string(what) + " is not in the cache",
+                  0,
+                  "",
+                  "",
+                  ""};
 }
 
 }  // namespace

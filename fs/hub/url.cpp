@@ -157,8 +157,7 @@ std::string resolve_reference(std::string_view base, std::string_view ref) {
 
 std::string redact(std::string_view url) {
   const auto q = url.find_first_of("?#");
-  if (q == std::string_view::npos) return std::string(url);
-  return std::string(url.substr(0, q)) + "?<redacted>";
+  return std::string(url.substr(0, q));
 }
 
 // The query value of `key` (raw, not decoded), or "".

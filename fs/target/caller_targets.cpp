@@ -650,6 +650,18 @@ std::shared_ptr<const Resolution> CallerTargets::Core::resolve_uncached(pid_t pi
     r->why_unresolved = key.error();
     caller["why_unresolved"] = key.error();
   }
+  // The reason no GPU is known is said once, in target.arch.missing (a "no NVIDIA driver"
+  // sentence is long): the caller's fields point there instead of repeating it.
+  if (const std::string& why = r->target.arch.missing; !why.empty()) {
+    for (const char* field : {"gpus", "why_unresolved"}) {
+      if (!caller.contains(field) || !caller[field].is_string()) continue;
+      std::string text = caller[field].get<std::string>();
+      if (const auto at = text.find(why); at != std::string::npos && why.size() > 40) {
+        text.replace(at, why.size(), "(why: target.arch.missing)");
+        caller[field] = text;
+      }
+    }
+  }
   caller["key"] = r->key;
   r->caller = std::move(caller);
   return r;

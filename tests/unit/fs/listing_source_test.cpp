@@ -43,9 +43,10 @@ class ListingHub : public hub::HubClient {
                                                                 bool recursive, Deadline,
                                                                 std::size_t) override {
     ++calls;
-    if (down) return unexpected(hub::HubError{hub::HubErrorKind::kUnavailable, "down", 0, "", ""});
+    if (down)
+      return unexpected(hub::HubError{hub::HubErrorKind::kUnavailable, "down", 0, "", "", ""});
     if (too_many && recursive) {
-      hub::HubError e{hub::HubErrorKind::kBadResponse, "too many", 0, "TooManyEntries", ""};
+      hub::HubError e{hub::HubErrorKind::kBadResponse, "too many", 0, "TooManyEntries", "", ""};
       return unexpected(e);
     }
     std::vector<RemoteEntry> all = {
@@ -63,7 +64,7 @@ class ListingHub : public hub::HubClient {
   using HubClient::read_range;
   Expected<void, hub::HubError> read_range(const hub::FileRef&, std::uint64_t, std::span<std::byte>,
                                            Deadline, const CancelFlag*, const FillFn*) override {
-    return unexpected(hub::HubError{hub::HubErrorKind::kUnavailable, "no", 0, "", ""});
+    return unexpected(hub::HubError{hub::HubErrorKind::kUnavailable, "no", 0, "", "", ""});
   }
   const hub::HubStats& stats() const override { return stats_; }
   void cancel() override {}

@@ -73,6 +73,14 @@ TEST_F(OptionsTest, BadInputIsOneClearLine) {
       {{}, "missing MOUNTPOINT"},
       {{"a/b", "/m", "extra"}, "too many arguments"},
       {{"-o", "h\nDo", "/m"}, "unknown option 'h\\x0aDo'"},  // found by options_fuzz
+      // Refused here, not once the mount started (issue 24: every usage error exits 2).
+      {{"not a repo", "/m"}, "not a repo"},
+      {{"-o", "arch=sm8x", "/m"}, "arch=sm8x"},
+      {{"-o", "torch=latest", "/m"}, "torch"},
+      {{"-o", "metrics=70000", "/m"}, "port must be a number"},
+      {{"-o", "metrics_textfile=x.prom", "/m"}, "absolute path"},
+      {{"-o", "metrics_textfile=/x.txt", "/m"}, "end in .prom"},
+      {{"-o", "nonempty=yes", "/m"}, "takes no value"},
   };
   for (const auto& [args, want] : cases) {
     auto o = parse(args);

@@ -53,7 +53,7 @@ TEST(Url, ResolveReference) {
 }
 
 TEST(Url, RedactDropsTheQuery) {
-  EXPECT_EQ(redact("http://cdn/x/abc?X-Amz-Signature=secret"), "http://cdn/x/abc?<redacted>");
+  EXPECT_EQ(redact("http://cdn/x/abc?X-Amz-Signature=secret"), "http://cdn/x/abc");
   EXPECT_EQ(redact("http://hub/api/x"), "http://hub/api/x");
 }
 

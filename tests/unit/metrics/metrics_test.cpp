@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -90,8 +91,8 @@ std::string http_get(int port, const std::string& path) {
 }
 
 TEST(MetricsExporterTest, ServesEachScrapeFreshOnLoopback) {
-  int value = 1;
-  auto e = Exporter::start("127.0.0.1:0", "", [&] { return sample_families(value); });
+  std::atomic<int> value{1};  // read by the listener's threads
+  auto e = Exporter::start("127.0.0.1:0", "", [&] { return sample_families(value.load()); });
   ASSERT_TRUE(e) << e.error();
   const int port = (*e)->port();
   ASSERT_GT(port, 0);
@@ -128,9 +129,9 @@ class TextfileTest : public ::testing::Test {
 
 TEST_F(TextfileTest, WrittenAtStartRewrittenThenRemoved) {
   const std::string path = dir_ + "/wheelhouse.prom";
-  int value = 1;
+  std::atomic<int> value{1};  // read by the textfile's thread
   auto e = Exporter::start(
-      "", path, [&] { return sample_families(value); }, std::chrono::milliseconds(50));
+      "", path, [&] { return sample_families(value.load()); }, std::chrono::milliseconds(50));
   ASSERT_TRUE(e) << e.error();
   EXPECT_NE(slurp(path).find("wheelhouse_test_total 1\n"), std::string::npos);
   struct stat st {};

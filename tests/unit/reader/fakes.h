@@ -197,14 +197,14 @@ class MemoryHub : public hub::HubClient {
       }
       if (abandon != nullptr && abandon->cancelled()) {
         abandoned++;
-        return unexpected(hub::HubError{hub::HubErrorKind::kCancelled, "abandoned", 0, "", ""});
+        return unexpected(hub::HubError{hub::HubErrorKind::kCancelled, "abandoned", 0, "", "", ""});
       }
       if (!open_) {
-        return unexpected(hub::HubError{hub::HubErrorKind::kTimeout, "held", 0, "", ""});
+        return unexpected(hub::HubError{hub::HubErrorKind::kTimeout, "held", 0, "", "", ""});
       }
     }
     if (fail)
-      return unexpected(hub::HubError{hub::HubErrorKind::kUnavailable, "down", 503, "", ""});
+      return unexpected(hub::HubError{hub::HubErrorKind::kUnavailable, "down", 503, "", "", ""});
     std::memcpy(out.data(), bytes_.data() + offset, out.size());
     if (corrupt && offset == 0)
       out[0] = static_cast<std::byte>(~static_cast<unsigned char>(out[0]));
@@ -225,7 +225,8 @@ class MemoryHub : public hub::HubClient {
       }
     }
     if (fail_midway) {
-      return unexpected(hub::HubError{hub::HubErrorKind::kUnavailable, "reset midway", 0, "", ""});
+      return unexpected(
+          hub::HubError{hub::HubErrorKind::kUnavailable, "reset midway", 0, "", "", ""});
     }
     return {};
   }

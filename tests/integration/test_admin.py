@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""Mounted tests of the mount and CLI as admins expect them (issue 24): mount point refusals,
+cache commands aimed at a mount, exit codes (every usage error exits 2), readable errors and
+`wheelhouse doctor`."""
+import glob
+import json
+import os
+import subprocess
+
+import mounttest
+from mounttest import REPO, MountedTestCase, is_mounted, sha256_file
+
+CLI = os.path.join(mounttest.BUILD_DIR, "tools", "wheelhouse")
+OVERRIDES = ["arch=sm89", "torch=2.9", "cuda=12.8"]
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, **kw)
+
+
+def wheelhouse_mount_count(path):
+    with open("/proc/self/mountinfo", encoding="utf-8") as f:
+        return sum(1 for line in f if line.split()[4] == path)
+
+
+class MountPoints(MountedTestCase):
+    profile = "small"
+
+    def fs(self, mnt, *opts):
+        return run([mounttest.BINARY, "-o", ",".join([f"endpoint={self.hub.hub}",
+                                                      f"cache_dir={mnt}-cache"] + list(opts)),
+                    REPO, mnt])
+
+    def assert_refused(self, r, words):
+        self.assertEqual(r.returncode, 2, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertIn(words, lines[0])
+
+    def test_missing_file_and_non_empty_mount_points_are_refused(self):
+        base = self.scratch("points")
+        self.assert_refused(self.fs(os.path.join(base, "missing")), "does not exist")
+        self.assertFalse(os.path.exists(os.path.join(base, "missing")))
+        afile = os.path.join(base, "file")
+        open(afile, "w").close()
+        self.assert_refused(self.fs(afile), "is not a folder")
+        full = os.path.join(base, "full")
+        os.makedirs(full)
+        with open(os.path.join(full, "keep.txt"), "w") as f:
+            f.write("mine\n")
+        self.assert_refused(self.fs(full), "is not empty (it holds 'keep.txt')")
+        self.assertFalse(is_mounted(full))
+        # -o nonempty mounts over it; its file is hidden while mounted and back after.
+        r = self.fs(full, "nonempty")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        try:
+            self.assertTrue(is_mounted(full))
+            self.assertNotIn("keep.txt", os.listdir(full))
+            self.assertIn("flash_attn", os.listdir(full))
+        finally:
+            subprocess.run(["fusermount3", "-u", full], check=True)
+        with open(os.path.join(full, "keep.txt")) as f:
+            self.assertEqual(f.read(), "mine\n")
+
+    def test_a_folder_with_a_mount_on_it_is_refused(self):
+        m = self.mount(daemon=True)
+        self.assertEqual(m.returncode, 0, m.startup_stderr)
+        r = self.fs(m.mountpoint, "nonempty")
+        self.assert_refused(r, "already has a wheelhouse mount on it")
+        self.assertIn("fusermount3 -u", r.stderr)
+        self.assertEqual(wheelhouse_mount_count(m.mountpoint), 1)
+        other = self.scratch("tmpfs")
+        subprocess.run(["mount", "-t", "tmpfs", "whfs-test", other], check=True)
+        self.addCleanup(subprocess.run, ["umount", other], check=False)
+        self.assert_refused(self.fs(other), "already has a mount on it (tmpfs whfs-test)")
+
+    def test_a_token_file_that_cannot_be_read_is_an_error(self):
+        mnt = self.scratch("tok")
+        r = self.fs(mnt, "token_file=/nonexistent/token")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("token_file=/nonexistent/token: No such file or directory", r.stderr)
+        self.assertFalse(is_mounted(mnt))
+
+    def test_an_empty_read_only_cache_says_what_to_do(self):
+        ro = self.scratch("ro-cache")
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "ro", "whfs-ro", ro], check=True)
+        self.addCleanup(subprocess.run, ["umount", ro], check=False)
+        mnt = self.scratch("ro-mnt")
+        r = run([mounttest.BINARY, "-o", f"endpoint={self.hub.hub},cache_dir={ro}", REPO, mnt])
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("is read-only and holds no cache: give cache_upper=", r.stderr)
+        self.assertNotIn("mdb_env_open", r.stderr)
+
+    def test_a_missing_repository_says_what_to_check(self):
+        mnt = self.scratch("norepo")
+        r = run([mounttest.BINARY, "-o", f"endpoint={self.hub.hub},cache_dir={mnt}-c",
+                 "Nobody/nothing", mnt])
+        self.assertEqual(r.returncode, 1, r.stderr)
+        first, *rest = r.stderr.strip().splitlines()
+        self.assertLessEqual(len(first), 160, first)
+        self.assertIn("repository not found", first)
+        self.assertIn("revision=", "\n".join(rest))
+        self.assertIn("HF_TOKEN", "\n".join(rest))
+
+
+class CacheCommands(MountedTestCase):
+    profile = "small"
+
+    def test_cache_commands_aimed_at_a_mount(self):
+        m = self.mount(options=OVERRIDES + ["cache_size=3G"])
+        wheel = glob.glob(m.path("current/flash_attn/*.whl"))[0]
+        src = os.getxattr(wheel, "user.wheelhouse.source").decode()
+        self.assertEqual(sha256_file(wheel), self.manifest["files"][src]["sha256"])
+        stats = json.loads(run([CLI, "cache", "--mount", m.mountpoint, "stats", "--json"]).stdout)
+        self.assertEqual(stats["dir"], m.cache_dir)
+        self.assertEqual(stats["cap_bytes"], 3 << 30)
+        self.assertGreaterEqual(stats["contents"], 1)
+        # Any path inside the mount names it too.
+        inside = json.loads(run([CLI, "cache", "--mount", m.path("flash_attn"), "stats",
+                                 "--json"]).stdout)
+        self.assertEqual(inside["dir"], m.cache_dir)
+        listing = json.loads(run([CLI, "cache", "--mount", m.mountpoint, "ls", "--json"]).stdout)
+        sha = self.manifest["files"][src]["sha256"]
+        entry = next(e for e in listing if e["id"] == f"sha256:{sha}")
+        self.assertIn(src, entry["paths"])
+        human = run([CLI, "cache", "--mount", m.mountpoint, "ls"]).stdout
+        self.assertIn(src, human)
+        # evict with a path in the mount and no --mount: the mount's cache, not the default.
+        ev = run([CLI, "cache", "evict", wheel], env=dict(os.environ, HOME=self.scratch("home"),
+                                                          XDG_CACHE_HOME=self.scratch("xdg")))
+        self.assertEqual(ev.returncode, 0, ev.stderr)
+        self.assertIn("evicted", ev.stdout)
+        self.assertNotIn(f"sha256:{sha}",
+                         run([CLI, "cache", "--mount", m.mountpoint, "ls", "--json"]).stdout)
+
+    def test_inspecting_a_missing_cache_creates_nothing(self):
+        base = self.scratch("nocache")
+        for sub in ("stats", "ls", "verify"):
+            missing = os.path.join(base, "absent", "cache")
+            r = run([CLI, "cache", "--cache-dir", missing, sub])
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("no cache in", r.stderr)
+            self.assertFalse(os.path.exists(os.path.join(base, "absent")), sub)
+        # The default cache of a user who never mounted is not created either.
+        home = self.scratch("home2")
+        r = run([CLI, "cache", "stats"], env=dict(os.environ, HOME=home, XDG_CACHE_HOME=home + "/c"))
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertFalse(os.path.exists(home + "/c"))
+
+
+class ExitCodes(MountedTestCase):
+    """Every usage error of both programs exits 2, with a line that names it."""
+
+    profile = "small"
+
+    def test_every_usage_error_exits_2(self):
+        mnt = self.scratch("mnt")
+        fs_cases = [
+            ["-o", "cache_size=lots", mnt], ["-o", "nosuchoption", mnt], ["-o", "arch=sm8x", mnt],
+            ["-o", "torch=latest", mnt], ["-o", "cuda=twelve", mnt], ["not a repo!", mnt],
+            ["-o", "metrics=99999", mnt], ["-o", "metrics_textfile=rel.prom", mnt],
+            ["-o", "current=sometimes", mnt], ["-o", "caller_timeout=0s", mnt],
+            ["-o", "read_timeout=soon", mnt], ["-o", "connections=0", mnt], ["--bogus", mnt],
+            [], ["a", "b", "c"], [os.path.join(mnt, "missing")],
+        ]
+        for args in fs_cases:
+            r = run([mounttest.BINARY] + args)
+            self.assertEqual(r.returncode, 2, (args, r.stderr))
+            self.assertTrue(r.stderr.startswith("wheelhousefs: "), (args, r.stderr))
+            self.assertFalse(is_mounted(mnt))
+        cli_cases = [
+            ["bogus"], [], ["--bogus"], ["status", "--bogus"], ["detect", "-o", "arch=sm8x"],
+            ["detect", "-o", "nonsense=1"], ["detect", "--pid", "-5"],
+            ["prefetch", "--mount", mnt, "--target", "garbage"], ["prefetch", "-j", "0"],
+            ["cache"], ["cache", "evict"], ["cache", "--mount", mnt, "--cache-dir", mnt, "stats"],
+            ["publish"], ["publish", "not-a-wheel.tar.gz"], ["shell-hook"],
+            ["shell-hook", "tcsh"], ["hashes", "--current", "--target", "k"],
+            ["cache", "clear"],  # no --yes and no terminal to ask on
+        ]
+        for args in cli_cases:
+            r = run([CLI] + args, stdin=subprocess.DEVNULL)
+            self.assertEqual(r.returncode, 2, (args, r.stdout, r.stderr))
+            self.assertTrue(r.stderr.strip(), args)
+        bogus = run([CLI, "bogus"])
+        self.assertIn("unknown command 'bogus'", bogus.stderr)
+        for prog in (mounttest.BINARY, CLI):
+            self.assertIn("Exit status:", run([prog, "--help"]).stdout)
+
+    def test_runtime_failures_exit_1_with_the_reason(self):
+        m = self.mount(options=["current=caller"])
+        r = run([CLI, "detect", "--pid", "999999"])
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("--pid 999999: no such process", r.stderr)
+        self.assertNotIn("()", r.stdout)
+        # current/ unresolved for this process (no GPU, no arch=): a reason, not 0 files.
+        r = run([CLI, "prefetch", "--mount", m.mountpoint, "--current", "flash_attn"])
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("targets/unresolved", r.stderr)
+        self.assertIn("wheelhouse detect", r.stderr)
+
+
+class Doctor(MountedTestCase):
+    profile = "small"
+
+    def test_doctor_passes_here_and_fails_without_dev_fuse(self):
+        m = self.mount(daemon=True)
+        self.assertEqual(m.returncode, 0, m.startup_stderr)
+        r = run([CLI, "doctor", "--endpoint", self.hub.hub, "--cache-dir", self.scratch("c")])
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        lines = r.stdout.splitlines()
+        for check in ("/dev/fuse", "fusermount3", "cache", "token", "hub", "gpu", "python",
+                      "mount"):
+            self.assertTrue(any(ln.split()[1:2] == [check] for ln in lines if ln[:4] in
+                                ("PASS", "WARN", "FAIL")), (check, r.stdout))
+        self.assertRegex(r.stdout, r"PASS  hub +http://127\.0\.0\.1:\d+: DoctorPopi/python_wheelhouse"
+                                   r"@main is [0-9a-f]{12}")
+        self.assertIn(m.mountpoint, r.stdout)
+        self.assertTrue(r.stdout.rstrip().endswith("warnings"))
+        # A mount namespace where /dev/fuse is not the FUSE device: FAIL naming it, status 1.
+        r = run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                 f"mount --bind /dev/null /dev/fuse && exec {CLI} doctor --offline"])
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertRegex(r.stdout, r"(?m)^FAIL  /dev/fuse +is not the FUSE device")
+        self.assertIn("--device /dev/fuse", r.stdout)
+        self.assertRegex(r.stdout, r"not ready: \d+ failed")
+        # An unreachable endpoint fails the hub check, saying the connection was refused.
+        r = run([CLI, "doctor", "--endpoint", "http://127.0.0.1:9"])
+        self.assertEqual(r.returncode, 1)
+        self.assertRegex(r.stdout, r"(?m)^FAIL  hub +http://127\.0\.0\.1:9: .*connection refused")
+
+
+if __name__ == "__main__":
+    mounttest.main()
