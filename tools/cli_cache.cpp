@@ -33,7 +33,7 @@ namespace {
 struct Target {
   std::string dir;
   std::string group;
-  nlohmann::json mount;  // the mount's status when one was asked (for paths), else null
+  std::optional<nlohmann::json> mount;  // the mount's status when one was asked (for paths)
 };
 
 // The wheelhouse mount that holds `path` (the longest mount point above it), or "".
@@ -135,10 +135,11 @@ std::optional<cache::ContentId> content_of(const RemoteEntry& e) {
 
 // The paths each content has in the mount's pinned tree, from the listings the cache holds
 // (a file was listed before it was read, so every cached file of this commit is found).
-std::map<std::string, std::vector<std::string>> paths_in_tree(cache::BlockCache& c,
-                                                              const nlohmann::json& mount) {
+std::map<std::string, std::vector<std::string>> paths_in_tree(
+    cache::BlockCache& c, const std::optional<nlohmann::json>& status) {
   std::map<std::string, std::vector<std::string>> out;
-  if (!mount.is_object()) return out;
+  if (!status || !status->is_object()) return out;
+  const nlohmann::json& mount = *status;
   const std::string endpoint = mount.value("endpoint", "");
   const std::string repo = mount.value("repo", "");
   const std::string commit = mount.value("commit", "");
@@ -229,7 +230,7 @@ int run_cache_ls(const CommonOptions& o) {
                    {"total_blocks", e.state.total},
                    {"verified", e.state.verified},
                    {"last_access", iso_time(e.last_access)}});
-    if (t.mount.is_object()) {
+    if (t.mount) {
       const auto it = paths.find(e.id.to_string());
       arr.back()["paths"] = it == paths.end() ? std::vector<std::string>{} : it->second;
     }
@@ -239,7 +240,7 @@ int run_cache_ls(const CommonOptions& o) {
     return kOk;
   }
   std::printf("%-20s  %10s  %7s  %-8s  %s\n", "last access (UTC)", "size", "cached", "state",
-              t.mount.is_object() ? "path at the mount's commit (else the content)" : "content");
+              t.mount ? "path at the mount's commit (else the content)" : "content");
   for (const auto& e : *list) {
     const unsigned pct = e.state.total == 0 ? 100 : 100 * e.state.present / e.state.total;
     std::string what = e.id.to_string();

@@ -97,7 +97,7 @@ std::string on_path(const char* name) {
     const std::string dir =
         p.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
     if (!dir.empty()) {
-      const std::string full = dir + "/" + name;
+      std::string full = dir + "/" + name;
       if (::access(full.c_str(), X_OK) == 0) return full;
     }
     if (colon == std::string::npos) break;

@@ -656,7 +656,7 @@ std::shared_ptr<const Resolution> CallerTargets::Core::resolve_uncached(pid_t pi
     for (const char* field : {"gpus", "why_unresolved"}) {
       if (!caller.contains(field) || !caller[field].is_string()) continue;
       std::string text = caller[field].get<std::string>();
-      if (const auto at = text.find(why); at != std::string::npos && why.size() > 40) {
+      if (const auto at = text.find(why); at != std::string::npos) {
         text.replace(at, why.size(), "(why: target.arch.missing)");
         caller[field] = text;
       }

@@ -197,6 +197,13 @@ class ExitCodes(MountedTestCase):
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
         self.assertIn("targets/unresolved", r.stderr)
         self.assertIn("wheelhouse detect", r.stderr)
+        # .target says why there is no GPU in its arch axis, and the summary repeats it once;
+        # the caller's fields point there instead of a third and fourth copy.
+        with open(m.path("current/.target"), encoding="utf-8") as f:
+            text = f.read()
+        why = json.loads(text)["target"]["arch"]["missing"]
+        self.assertTrue(why)
+        self.assertLessEqual(text.count(json.dumps(why)[1:-1]), 2, text)
 
 
 class Doctor(MountedTestCase):

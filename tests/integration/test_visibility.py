@@ -10,7 +10,7 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
+import sys
 import threading
 import time
 import urllib.parse
@@ -361,6 +361,9 @@ class PrefetchProgress(MountedTestCase):
         child.expect(pexpect.EOF)
         child.close()
         self.assertEqual(child.exitstatus, 0)
+        gaps = [t1 - t0 for (t0, _), (t1, _) in zip(frames, frames[1:])]
+        print(f"prefetch: {len(frames)} frames over {frames[-1][0] - frames[0][0]:.1f} s, "
+              f"largest gap {max(gaps):.2f} s", file=sys.stderr)
         self.assertGreater(len(frames), 8, frames)
         moving = [(t, b) for t, b in frames if 0 < b < size]
         self.assertGreater(len(moving), 4, frames)
