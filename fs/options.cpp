@@ -13,9 +13,9 @@ namespace {
 
 // User input echoed in an error message, with control characters escaped so that the message
 // stays one line.
-std::string shown(const std::string& text) {
+std::string shown(const std::string& text, std::size_t limit = 200) {
   std::string out;
-  for (unsigned char c : text.substr(0, 200)) {
+  for (unsigned char c : text.substr(0, limit)) {
     if (c < 0x20 || c == 0x7f) {
       static constexpr char kHex[] = "0123456789abcdef";
       out += "\\x";
@@ -82,7 +82,7 @@ Expected<void, std::string> apply_option(MountOptions& o, const std::string& ite
   if (key == "metrics") {
     if (auto r = need_value(); !r) return r;
     auto listen = metrics::parse_listen(value);
-    if (!listen) return unexpected(listen.error());
+    if (!listen) return unexpected(shown(listen.error(), 400));
     o.metrics = *listen;
     return {};
   }
@@ -292,8 +292,13 @@ Expected<MountOptions, std::string> parse_mount_args(const std::vector<std::stri
   }
   // Every value that can be wrong on the command line is refused here, so that each such
   // mistake exits 2 with one line (not 1, after the mount started).
-  if (auto repo = hub::parse_repo_ref(o.repo); !repo) return unexpected(repo.error());
-  if (auto v = target::validate_overrides(o.target); !v) return unexpected(v.error());
+  // (Their messages quote the value, which may come from the environment: kept one line.)
+  if (auto repo = hub::parse_repo_ref(o.repo); !repo) {
+    return unexpected(shown(repo.error(), 400));
+  }
+  if (auto v = target::validate_overrides(o.target); !v) {
+    return unexpected(shown(v.error(), 400));
+  }
   return o;
 }
 

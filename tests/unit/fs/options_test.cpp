@@ -81,6 +81,7 @@ TEST_F(OptionsTest, BadInputIsOneClearLine) {
       {{"-o", "metrics_textfile=x.prom", "/m"}, "absolute path"},
       {{"-o", "metrics_textfile=/x.txt", "/m"}, "end in .prom"},
       {{"-o", "nonempty=yes", "/m"}, "takes no value"},
+      {{"-o", "arch=sm8\nx", "/m"}, "arch=sm8\\x0ax"},  // found by options_fuzz
   };
   for (const auto& [args, want] : cases) {
     auto o = parse(args);
