@@ -193,15 +193,13 @@ void check_token(Report& r) {
     return;
   }
   // A token file that others can read gives the token away.
-  for (const char* var : {"HF_TOKEN_PATH"}) {
-    if (const char* p = std::getenv(var); p != nullptr && *p != '\0') {
-      struct stat st {};
-      if (::stat(p, &st) == 0 && (st.st_mode & 0077) != 0) {
-        r.add(Verdict::kWarn, "token",
-              std::string(p) + " is readable by others (mode " + mode_text(st.st_mode) + ")",
-              std::string("chmod 0600 ") + p);
-        return;
-      }
+  if (const char* p = std::getenv("HF_TOKEN_PATH"); p != nullptr && *p != '\0') {
+    struct stat st {};
+    if (::stat(p, &st) == 0 && (st.st_mode & 0077) != 0) {
+      r.add(Verdict::kWarn, "token",
+            std::string(p) + " is readable by others (mode " + mode_text(st.st_mode) + ")",
+            std::string("chmod 0600 ") + p);
+      return;
     }
   }
   r.add(Verdict::kPass, "token", "found (" + where + ")");
