@@ -25,22 +25,6 @@ std::optional<reader::FileContent> content_of(const ns::Node& node) {
 Filesystem::Filesystem(ns::Namespace& names, reader::Reader& reader, FilesystemConfig config)
     : names_(names), reader_(reader), config_(std::move(config)) {}
 
-FsErr Filesystem::convert(const reader::ReadError& e) {
-  switch (e.kind) {
-    case reader::ReadError::Kind::kAccess:
-      return {FsErrorKind::kAccess, e.message};
-    case reader::ReadError::Kind::kTimedOut:
-      return {FsErrorKind::kTimedOut, e.message};
-    case reader::ReadError::Kind::kCancelled:
-      return {FsErrorKind::kInterrupted, e.message};
-    case reader::ReadError::Kind::kIo:
-    case reader::ReadError::Kind::kCorrupt:
-    case reader::ReadError::Kind::kNotFound:
-      break;
-  }
-  return {FsErrorKind::kIo, e.message};
-}
-
 std::string Filesystem::report_of(const ns::Node& node, const Caller& caller) {
   const std::string& folder_report = node.bytes ? *node.bytes : std::string();
   return callers_ != nullptr ? callers_->report(caller, node.key, folder_report) : folder_report;
@@ -71,6 +55,11 @@ Expected<ns::Attr, FsErr> Filesystem::lookup(Ino parent, const std::string& name
     if (auto node = names_.node(r->ino)) per_caller_attr(**node, *r, caller);
   }
   return *r;
+}
+
+bool Filesystem::absence_is_pinned(Ino parent) {
+  auto node = names_.node(parent);
+  return node && (*node)->kind == ns::NodeKind::kDir;
 }
 
 Expected<ns::Attr, FsErr> Filesystem::getattr(Ino ino, const Caller& caller) {
@@ -137,12 +126,11 @@ Expected<void, FsErr> Filesystem::read(FileHandle& fh, std::uint64_t offset, std
   const reader::WaitPolicy wait{config_.read_timeout, cancel};
   auto r = reader_.read(*fh.remote, offset, size, wait, reply);
   if (!r) {
-    FsErr e = convert(r.error());
     // Once per cause: a failed download is logged by the fetcher, not by each read it failed.
     spdlog::log(r.error().logged ? spdlog::level::debug : spdlog::level::err,
                 "read {} at {} (+{}): {}", fh.remote->content().path, offset, size,
                 r.error().message);
-    return unexpected(e);
+    return unexpected(std::move(r.error()));
   }
   return {};
 }

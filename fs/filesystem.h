@@ -88,6 +88,11 @@ class Filesystem {
   Filesystem(ns::Namespace& names, reader::Reader& reader, FilesystemConfig config);
 
   Expected<ns::Attr, FsErr> lookup(Ino parent, const std::string& name, const Caller& caller);
+  // Whether a name missing from this folder stays missing until the commit changes: a folder of
+  // the pinned tree, not a synthetic one (its names depend on the caller, or are made on
+  // demand). The kernel may then keep the negative entry; a commit change invalidates it
+  // (Namespace::switch_to lists the names that appeared).
+  bool absence_is_pinned(Ino parent);
   void forget(Ino ino, std::uint64_t n) { names_.forget(ino, n); }
   Expected<ns::Attr, FsErr> getattr(Ino ino, const Caller& caller);
   // The text of a symbolic link, for this caller.
@@ -117,7 +122,6 @@ class Filesystem {
   void set_caller_views(CallerViews* views) { callers_ = views; }
 
  private:
-  static FsErr convert(const reader::ReadError& e);
   // A per-caller node's size for this caller (its link or its report).
   void per_caller_attr(const ns::Node& node, ns::Attr& attr, const Caller& caller);
   std::string report_of(const ns::Node& node, const Caller& caller);

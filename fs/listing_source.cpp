@@ -85,7 +85,7 @@ Expected<std::vector<RemoteEntry>, FsErr> CachedListingSource::list(const std::s
       if (have && hub::unreachable(listed.error())) {
         return untrusted(folder, std::move(**cached), "the Hub is unreachable");
       }
-      return unexpected(hub::to_fs_error(listed.error()));
+      return unexpected(hub::to_fs_error(listed.error(), hub::Asked::kListing));
     }
     fresh = std::move(*listed);
   }

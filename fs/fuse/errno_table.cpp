@@ -15,6 +15,7 @@ int to_errno(FsErrorKind kind) {
     case FsErrorKind::kReadOnly:
       return EROFS;
     case FsErrorKind::kIo:
+    case FsErrorKind::kCorrupt:
       return EIO;
     case FsErrorKind::kAccess:
       return EACCES;

@@ -38,10 +38,10 @@ std::string HubError::describe() const {
   return out;
 }
 
-FsErr to_fs_error(const HubError& e) {
+FsErr to_fs_error(const HubError& e, Asked asked) {
   switch (e.kind) {
     case HubErrorKind::kNotFound:
-      return {FsErrorKind::kNotFound, e.describe()};
+      return {asked == Asked::kListing ? FsErrorKind::kNotFound : FsErrorKind::kIo, e.describe()};
     case HubErrorKind::kUnauthorized:
     case HubErrorKind::kForbidden:
       return {FsErrorKind::kAccess, e.describe()};
@@ -49,9 +49,13 @@ FsErr to_fs_error(const HubError& e) {
       return {FsErrorKind::kTimedOut, e.describe()};
     case HubErrorKind::kCancelled:
       return {FsErrorKind::kInterrupted, e.describe()};
-    default:
+    case HubErrorKind::kRateLimited:
+    case HubErrorKind::kUnavailable:
+    case HubErrorKind::kCorrupt:
+    case HubErrorKind::kBadResponse:
       return {FsErrorKind::kIo, e.describe()};
   }
+  return {FsErrorKind::kIo, e.describe()};  // (not reached: every kind is handled above)
 }
 
 HubError response_error(const HttpResponse& resp, const std::string& what, bool sent_token) {

@@ -36,12 +36,17 @@ struct HubError {
   std::string short_cause() const { return cause.empty() ? describe() : cause; }
 };
 
+// What was asked of the Hub when it failed: the same failure means different things.
+enum class Asked {
+  kListing,  // a folder of the tree: a missing repo, revision or path is ENOENT
+  kContent,  // the bytes of a file the listing has: the Hub cannot find them, so EIO
+};
+
 // What a filesystem call answers for a Hub failure, the one mapping: a refused token or a
-// gated repo is EACCES, a missing repo/revision/path ENOENT, the deadline a timeout, shutting
-// down an interrupted call, everything else EIO. (A read of a listed file whose bytes the Hub
-// cannot find is EIO, not ENOENT: the reader turns kNotFound into kIo, see
-// Filesystem::convert.)
-FsErr to_fs_error(const HubError& e);
+// gated repo is EACCES, a missing entry ENOENT or EIO (see Asked), the deadline a timeout,
+// shutting down an interrupted call, everything else EIO. The FUSE adapter turns the kind into
+// an errno without looking at it again.
+FsErr to_fs_error(const HubError& e, Asked asked);
 
 // Whether the Hub could not be reached (or would not answer in time): what an offline fallback
 // stands in for, as opposed to an answer (not found, refused).

@@ -29,12 +29,12 @@ inline BlockRange blocks_for(std::uint64_t offset, std::uint64_t length, std::ui
   return {first, last - first + 1};
 }
 
-// Groups sorted block indices into runs of consecutive blocks, each at most `max_blocks`
-// long: adjacent missing blocks become one ranged request.
-inline std::vector<BlockRange> coalesce(const std::vector<std::uint32_t>& sorted,
+// Groups block indices, in the order given, into runs of consecutive ascending blocks, each at
+// most `max_blocks` long: adjacent missing blocks become one ranged request.
+inline std::vector<BlockRange> coalesce(const std::vector<std::uint32_t>& blocks,
                                         std::uint32_t max_blocks) {
   std::vector<BlockRange> out;
-  for (std::uint32_t b : sorted) {
+  for (std::uint32_t b : blocks) {
     if (!out.empty() && out.back().end() == b && out.back().count < max_blocks) {
       out.back().count++;
     } else {

@@ -1,155 +1,50 @@
 #include "fs/reader/fetcher.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
-#include <atomic>
-#include <cstring>
-#include <optional>
-#include <thread>
-
-#include "fs/common/hash.h"
-#include "fs/reader/fetcher_internal.h"
 
 namespace whfs::reader {
 
-ReadError from_hub(const hub::HubError& e) {
-  // The one Hub-to-filesystem mapping (hub_error.h), in the reader's terms.
-  FsErr f = hub::to_fs_error(e);
-  switch (f.kind) {
-    case FsErrorKind::kAccess:
-      return {ReadError::Kind::kAccess, std::move(f.message)};
-    case FsErrorKind::kNotFound:
-      return {ReadError::Kind::kNotFound, std::move(f.message)};
-    case FsErrorKind::kTimedOut:
-      return {ReadError::Kind::kTimedOut, std::move(f.message)};
-    case FsErrorKind::kInterrupted:
-      return {ReadError::Kind::kCancelled, std::move(f.message)};
-    default:
-      return {ReadError::Kind::kIo, std::move(f.message)};
-  }
-}
-
-Hasher hasher_for(const FileContent& c) {
-  return c.id.kind() == cache::ContentId::Kind::kSha256 ? Hasher(HashAlgo::kSha256)
-                                                        : git_blob_hasher(c.size);
-}
-
 Fetcher::Fetcher(cache::BlockStore& store, hub::HubClient& hub, FetcherConfig config)
-    : store_(store), hub_(hub), config_(config) {
-  max_blocks_ = static_cast<std::uint32_t>(
-      std::max<std::uint64_t>(1, config_.max_request / store_.block_size()));
-  for (unsigned i = 0; i < std::max(1u, config_.workers); ++i) {
-    workers_.emplace_back([this] { worker(); });
-  }
-}
+    : store_(store),
+      config_(config),
+      gate_(config_),
+      memory_(config_.memory_limit),
+      verifier_(store, gate_, config_),
+      claims_(store, config_.claim_takeover),
+      downloads_(store, hub, config_, [this](const FileContent& c, const cache::ContentState& s) {
+        return check_complete(c, s.verified);
+      }) {}
 
 Fetcher::~Fetcher() { shutdown(); }
 
 void Fetcher::shutdown() {
-  std::deque<std::shared_ptr<Flight>> left;
-  {
-    std::lock_guard lock(mu_);
-    if (stopping_) return;
-    stopping_ = true;
-    left.insert(left.end(), demand_q_.begin(), demand_q_.end());
-    left.insert(left.end(), prefetch_q_.begin(), prefetch_q_.end());
-    demand_q_.clear();
-    prefetch_q_.clear();
-  }
-  work_cv_.notify_all();
-  for (auto& f : left) {
-    if (!f->started.exchange(true)) {
-      finish(f, ReadError{ReadError::Kind::kCancelled, "shutting down"});
-    }
-  }
-  for (auto& t : workers_) t.join();
-  workers_.clear();
-  // Memory fetches whose pieces were cancelled above never finish: break their cycles too.
-  std::lock_guard lock(mu_);
-  for (auto& [id, m] : memory_fetches_) m->pieces.clear();
-  memory_fetches_.clear();
-}
-
-void Fetcher::set_corrupt_listener(std::function<void(const cache::ContentId&)> listener) {
-  std::lock_guard lock(mu_);
-  corrupt_listener_ = std::move(listener);
+  downloads_.shutdown();
+  memory_.drop_pending();
 }
 
 FetcherStats Fetcher::stats() const {
-  std::lock_guard lock(mu_);
-  return stats_;
+  FetcherStats s;
+  gate_.add_to(s);
+  memory_.add_to(s);
+  verifier_.add_to(s);
+  claims_.add_to(s);
+  downloads_.add_to(s);
+  s.interrupted = interrupted_.load();
+  return s;
 }
 
-// ---- trust, quarantine, recent failures -------------------------------------------------
-
-void Fetcher::trust(const cache::ContentId& id) {
-  {
-    std::unique_lock lock(trusted_mu_);
-    trusted_.insert(id);
-  }
-  std::lock_guard lock(mu_);
-  suspect_.erase(id);
+std::optional<ReadError> Fetcher::refused(const FileContent& c) {
+  if (downloads_.stopping()) return cancelled_error("shutting down");
+  return gate_.blocked(c.id, c.path);
 }
 
-bool Fetcher::trusted(const cache::ContentId& id) const {
-  std::shared_lock lock(trusted_mu_);
-  return trusted_.count(id) != 0;
+Expected<void, ReadError> Fetcher::verify_cached(const FileContent& c) {
+  return verifier_.verify_cached(c, [&] { return downloads_.refill_cache(c); });
 }
 
-bool Fetcher::streams(const cache::ContentId& id) const {
-  if (config_.serving != Serving::kStreaming) return false;
-  std::lock_guard lock(mu_);
-  return suspect_.count(id) == 0;
-}
-
-bool Fetcher::servable_from_cache(const cache::ContentId& id) const {
-  return streams(id) || config_.trust_cache || trusted(id);
-}
-
-cache::BlockStore::ReadMode Fetcher::cache_read_mode(const cache::ContentId& id) const {
-  return streams(id) ? cache::BlockStore::ReadMode::kPartial
-                     : cache::BlockStore::ReadMode::kVerified;
-}
-
-std::optional<ReadError> Fetcher::blocked(const cache::ContentId& id, const std::string& path) {
-  std::lock_guard lock(mu_);
-  const auto now = Clock::now();
-  if (const auto q = quarantine_.find(id); q != quarantine_.end()) {
-    if (now < q->second) {
-      stats_.failed_fast++;
-      return ReadError{ReadError::Kind::kCorrupt, path + ": its download did not match its hash"};
-    }
-    quarantine_.erase(q);
-  }
-  if (const auto f = failed_.find(id); f != failed_.end()) {
-    if (now < f->second.until) {
-      stats_.failed_fast++;
-      ReadError e = f->second.error;
-      e.message += " (failed moments ago; not tried again yet)";
-      return e;
-    }
-    failed_.erase(f);
-  }
-  return std::nullopt;
-}
-
-void Fetcher::remember_failure(const FileContent& c, const ReadError& e) {
-  if (e.kind == ReadError::Kind::kCancelled || config_.failure_memo.count() <= 0) return;
-  std::lock_guard lock(mu_);
-  failed_[c.id] = Failure{Clock::now() + config_.failure_memo, e};
-  if (failed_.size() > 10000) failed_.erase(failed_.begin());  // bound memory
-}
-
-std::shared_ptr<const MemoryContent> Fetcher::memory_hit(const cache::ContentId& id) {
-  std::lock_guard lock(mu_);
-  for (auto it = memory_.begin(); it != memory_.end(); ++it) {
-    if (it->first == id) {
-      memory_.splice(memory_.begin(), memory_, it);  // most recently used first
-      return memory_.front().second;
-    }
-  }
-  return nullptr;
+Expected<void, ReadError> Fetcher::check_complete(const FileContent& c, bool verified) {
+  if (!gate_.must_verify(c.id, verified)) return {};
+  return verify_cached(c);
 }
 
 // ---- ensure ------------------------------------------------------------------------------
@@ -157,60 +52,156 @@ std::shared_ptr<const MemoryContent> Fetcher::memory_hit(const cache::ContentId&
 Expected<Source, ReadError> Fetcher::ensure(const FileContent& content, BlockRange need,
                                             const WaitPolicy& wait,
                                             std::optional<BlockRange> then) {
-  {
-    std::lock_guard lock(mu_);
-    if (stopping_) return unexpected(ReadError{ReadError::Kind::kCancelled, "shutting down"});
-  }
-  if (auto e = blocked(content.id, content.path)) return unexpected(std::move(*e));
-  if (auto m = memory_hit(content.id)) return Source{std::move(m)};
-  auto r = streams(content.id) ? ensure_streaming(content, need, wait, then)
-                               : ensure_verified(content, need, wait);
+  if (auto e = refused(content)) return unexpected(std::move(*e));
+  if (auto m = memory_.hit(content.id)) return Source{std::move(m)};
+  auto r = gate_.streams(content.id) ? ensure_streaming(content, need, wait, then)
+                                     : ensure_verified(content, need, wait);
   if (!r) {
-    remember_failure(content, r.error());
-    if (r.error().kind == ReadError::Kind::kCancelled && wait.cancel && wait.cancel->cancelled()) {
-      std::lock_guard lock(mu_);
-      stats_.interrupted++;
+    gate_.remember_failure(content.id, r.error());
+    if (r.error().kind == FsErrorKind::kInterrupted && wait.cancel && wait.cancel->cancelled()) {
+      interrupted_++;
     }
   }
   return r;
 }
 
+Expected<Source, ReadError> Fetcher::ensure_verified(const FileContent& c, BlockRange need,
+                                                     const WaitPolicy& wait) {
+  const std::uint32_t total = block_count(c.size, store_.block_size());
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    auto state = store_.content_state(c.id);
+    if (!state)
+      return fetch_to_memory(c, wait, "the cache cannot be read: " + state.error().message);
+    if (*state && (*state)->verified) {
+      if (gate_.serves_verified(c.id)) return Source{};
+      if (auto v = verify_cached(c); !v) return unexpected(v.error());
+      if (gate_.serves_verified(c.id)) return Source{};
+      continue;  // blocks went missing while it was hashed
+    }
+    auto missing = downloads_.missing_blocks(c, BlockRange{0, total});
+    if (!missing) return fetch_to_memory(c, wait, "the cache cannot be read");
+    if (missing->empty()) {  // complete, not verified yet
+      if (auto v = verify_cached(c); !v) return unexpected(v.error());
+      continue;
+    }
+    gate_.distrust(c.id);  // its blocks are changing
+    // Another process sharing the cache may be downloading it already: wait for its blocks
+    // rather than have the Hub serve them twice.
+    auto claimed = claims_.claim_or_wait(c, wait);
+    if (!claimed) return unexpected(claimed.error());
+    if (claimed->other_finished) continue;
+    missing = downloads_.missing_blocks(c, BlockRange{0, total});  // (a stalled holder left some)
+    if (!missing) return fetch_to_memory(c, wait, "the cache cannot be read");
+    if (missing->empty()) continue;
+    // The read's own blocks first, then the rest of the file from there on, then the front.
+    const auto in_need = [&](std::uint32_t b) { return b >= need.first && b < need.end(); };
+    const auto rest = std::stable_partition(missing->begin(), missing->end(), in_need);
+    std::stable_partition(rest, missing->end(), [&](std::uint32_t b) { return b >= need.end(); });
+    auto r = downloads_.fetch_blocks(c, *missing, wait, std::nullopt);
+    if (!r) return unexpected(r.error());
+    if (*r == Stored::kNotKept) return fetch_to_memory(c, wait, "the cache could not keep it");
+  }
+  return unexpected(
+      ReadError{FsErrorKind::kIo, c.path + ": its blocks keep leaving the cache while it is read"});
+}
+
+Expected<Source, ReadError> Fetcher::ensure_streaming(const FileContent& c, BlockRange need,
+                                                      const WaitPolicy& wait,
+                                                      std::optional<BlockRange> then) {
+  auto state = store_.content_state(c.id);
+  if (!state) return fetch_to_memory(c, wait, "the cache cannot be read: " + state.error().message);
+  if (*state && (*state)->complete()) {
+    if (!(*state)->verified) {
+      if (auto v = verify_cached(c); !v) return unexpected(v.error());
+    }
+    return Source{};
+  }
+  auto missing = downloads_.missing_blocks(c, need);
+  if (!missing) return fetch_to_memory(c, wait, "the cache cannot be read");
+  if (missing->empty()) return Source{};
+  auto r = downloads_.fetch_blocks(c, *missing, wait, then);
+  if (!r) return unexpected(r.error());
+  if (*r == Stored::kNotKept) return fetch_to_memory(c, wait, "the cache could not keep it");
+  return Source{};
+}
+
+// ---- the memory path ---------------------------------------------------------------------
+
+Expected<Source, ReadError> Fetcher::fetch_to_memory(const FileContent& c, const WaitPolicy& wait,
+                                                     const std::string& why) {
+  if (downloads_.stopping()) return unexpected(cancelled_error("shutting down"));
+  auto joined = memory_.join_or_plan(c, why, [&] {
+    return downloads_.plan_buffer(c, [this](Downloads::BufferFetch& m) { finish_memory_fetch(m); });
+  });
+  if (!joined) return unexpected(joined.error());
+  if (joined->mine) downloads_.start_pieces(joined->pieces);
+  if (auto w = downloads_.wait_for(c, joined->pieces, wait); !w) return unexpected(w.error());
+  const auto& m = *joined->fetch;
+  std::lock_guard lock(joined->fetch->mu);
+  if (m.error) return unexpected(*m.error);
+  return Source{m.result};
+}
+
+void Fetcher::finish_memory_fetch(Downloads::BufferFetch& m) {
+  const FileContent& c = m.content;
+  std::optional<ReadError> error;
+  {
+    std::lock_guard lock(m.mu);
+    error = m.error;
+  }
+  if (!error) {
+    const std::span<std::byte> data(m.data.get(), c.size);
+    auto v =
+        verifier_.verify_buffer(c, data, [&] { return downloads_.refill_buffer(c, data.data()); });
+    if (!v) error = v.error();
+  }
+  std::shared_ptr<const MemoryContent> result;
+  if (!error) {
+    auto mc = std::make_shared<MemoryContent>();
+    mc->data = std::move(m.data);
+    mc->size = c.size;
+    result = std::move(mc);
+  }
+  memory_.finish(m, result);
+  std::lock_guard lock(m.mu);
+  m.error = error;
+  m.result = std::move(result);
+}
+
+// ---- peek --------------------------------------------------------------------------------
+
 Expected<std::string, ReadError> Fetcher::peek(const FileContent& c, std::uint64_t offset,
                                                std::size_t size, const WaitPolicy& wait) {
   if (offset >= c.size) return std::string();
   size = static_cast<std::size_t>(std::min<std::uint64_t>(size, c.size - offset));
-  {
-    std::lock_guard lock(mu_);
-    if (stopping_) return unexpected(ReadError{ReadError::Kind::kCancelled, "shutting down"});
-  }
-  if (auto e = blocked(c.id, c.path)) return unexpected(std::move(*e));
-  if (auto m = memory_hit(c.id)) {
+  if (auto e = refused(c)) return unexpected(std::move(*e));
+  if (auto m = memory_.hit(c.id)) {
     return std::string(reinterpret_cast<const char*>(m->data.get() + offset), size);
   }
   const BlockRange need = blocks_for(offset, size, c.size, store_.block_size());
-  const bool from_cache = !config_.peek_verified_only || config_.trust_cache || trusted(c.id);
+  const bool from_cache = gate_.may_peek_cache(c.id);
   for (int attempt = 0; from_cache && attempt < 3; ++attempt) {
     if (auto bytes = copy_present(c, offset, size)) return std::move(*bytes);
     // A complete content that was not hashed yet is withheld by the cache: hash it (locally).
     if (auto state = store_.content_state(c.id);
         state && *state && (*state)->complete() && !(*state)->verified) {
-      if (auto v = verify_or_retry(c); !v) return unexpected(v.error());
+      if (auto v = verify_cached(c); !v) return unexpected(v.error());
       continue;
     }
-    auto missing = missing_blocks(c, need);
+    auto missing = downloads_.missing_blocks(c, need);
     if (!missing) break;
     if (missing->empty()) continue;
-    auto r = fetch_blocks(c, *missing, wait, std::nullopt);
+    auto r = downloads_.fetch_blocks(c, *missing, wait, std::nullopt);
     if (!r) {
-      remember_failure(c, r.error());
+      gate_.remember_failure(c.id, r.error());
       return unexpected(r.error());
     }
     if (*r == Stored::kNotKept) break;
   }
   // The cache cannot hold them: one GET of just these bytes.
   std::string out(size, '\0');
-  auto got = get_range(c, offset, std::as_writable_bytes(std::span<char>(out)),
-                       Clock::now() + config_.request_timeout, wait.cancel);
+  auto got = downloads_.get_range(c, offset, std::as_writable_bytes(std::span<char>(out)),
+                                  Clock::now() + config_.request_timeout, wait.cancel);
   if (!got) return unexpected(got.error());
   return out;
 }
@@ -240,146 +231,6 @@ std::optional<std::string> Fetcher::copy_present(const FileContent& c, std::uint
       cache::BlockStore::ReadMode::kPartial);
   if (!missing || !missing->empty() || gap || out.size() != size) return std::nullopt;
   return out;
-}
-
-Expected<Source, ReadError> Fetcher::ensure_verified(const FileContent& c, BlockRange need,
-                                                     const WaitPolicy& wait) {
-  const std::uint32_t total = block_count(c.size, store_.block_size());
-  for (int attempt = 0; attempt < 4; ++attempt) {
-    auto state = store_.content_state(c.id);
-    if (!state)
-      return fetch_to_memory(c, wait, "the cache cannot be read: " + state.error().message);
-    if (*state && (*state)->verified) {
-      if (config_.trust_cache || trusted(c.id)) return Source{};
-      if (auto v = verify_or_retry(c); !v) return unexpected(v.error());
-      if (trusted(c.id)) return Source{};
-      continue;  // blocks went missing while it was hashed
-    }
-    auto missing = missing_blocks(c, BlockRange{0, total});
-    if (!missing) return fetch_to_memory(c, wait, "the cache cannot be read");
-    if (missing->empty()) {  // complete, not verified yet
-      if (auto v = verify_or_retry(c); !v) return unexpected(v.error());
-      continue;
-    }
-    {
-      // Its blocks are changing: whatever this process verified before no longer holds.
-      std::unique_lock lock(trusted_mu_);
-      trusted_.erase(c.id);
-    }
-    // Another process sharing the cache may be downloading it already: wait for its blocks
-    // rather than have the Hub serve them twice.
-    auto claimed = claim_or_wait(c, wait);
-    if (!claimed) return unexpected(claimed.error());
-    if (claimed->other_finished) continue;
-    missing = missing_blocks(c, BlockRange{0, total});  // (a stalled holder left some)
-    if (!missing) return fetch_to_memory(c, wait, "the cache cannot be read");
-    if (missing->empty()) continue;
-    // The read's own blocks first, then the rest of the file from there on, then the front.
-    std::stable_partition(missing->begin(), missing->end(),
-                          [&](std::uint32_t b) { return b >= need.first && b < need.end(); });
-    const auto rest = std::find_if(missing->begin(), missing->end(), [&](std::uint32_t b) {
-      return !(b >= need.first && b < need.end());
-    });
-    std::stable_partition(rest, missing->end(), [&](std::uint32_t b) { return b >= need.end(); });
-    auto r = fetch_blocks(c, *missing, wait, std::nullopt);
-    if (!r) return unexpected(r.error());
-    if (*r == Stored::kNotKept) return fetch_to_memory(c, wait, "the cache could not keep it");
-  }
-  return unexpected(ReadError{ReadError::Kind::kIo,
-                              c.path + ": its blocks keep leaving the cache while it is read"});
-}
-
-Expected<Source, ReadError> Fetcher::ensure_streaming(const FileContent& c, BlockRange need,
-                                                      const WaitPolicy& wait,
-                                                      std::optional<BlockRange> then) {
-  auto state = store_.content_state(c.id);
-  if (!state) return fetch_to_memory(c, wait, "the cache cannot be read: " + state.error().message);
-  if (*state && (*state)->complete()) {
-    if (!(*state)->verified) {
-      if (auto v = verify_or_retry(c); !v) return unexpected(v.error());
-    }
-    return Source{};
-  }
-  auto missing = missing_blocks(c, need);
-  if (!missing) return fetch_to_memory(c, wait, "the cache cannot be read");
-  if (missing->empty()) return Source{};
-  auto r = fetch_blocks(c, *missing, wait, then);
-  if (!r) return unexpected(r.error());
-  if (*r == Stored::kNotKept) return fetch_to_memory(c, wait, "the cache could not keep it");
-  return Source{};
-}
-
-Expected<Fetcher::ClaimOutcome, ReadError> Fetcher::claim_or_wait(const FileContent& c,
-                                                                  const WaitPolicy& wait) {
-  {
-    std::lock_guard lock(mu_);
-    if (auto it = claims_.find(c.id); it != claims_.end()) {
-      if (auto held = it->second.lock()) return ClaimOutcome{std::move(held), false};
-      claims_.erase(it);
-    }
-  }
-  auto take = [&]() -> std::optional<ClaimOutcome> {
-    auto claim = store_.claim_download(c.id);
-    if (!claim) return ClaimOutcome{};  // nothing to coordinate with: download
-    if (!*claim) return std::nullopt;   // another process holds it
-    std::shared_ptr<cache::BlockStore::DownloadClaim> shared(std::move(*claim));
-    std::lock_guard lock(mu_);
-    claims_[c.id] = shared;
-    return ClaimOutcome{std::move(shared), false};
-  };
-  if (auto mine = take()) return *mine;
-  {
-    std::lock_guard lock(mu_);
-    stats_.shared_waits++;
-  }
-  // Wait for the other process's blocks; take over when it dies (its claim goes) or makes no
-  // progress for claim_takeover.
-  std::uint32_t last_present = 0;
-  Deadline last_progress = Clock::now();
-  auto pause = std::chrono::milliseconds(5);
-  while (true) {
-    const Deadline until = Clock::now() + pause;
-    if (wait.cancel != nullptr) {
-      wait.cancel->wait_until(progress_mu_, progress_cv_, until, [] { return false; });
-      if (wait.cancel->cancelled()) {
-        return unexpected(ReadError{ReadError::Kind::kCancelled,
-                                    c.path + ": the reader went away while waiting"});
-      }
-    } else {
-      std::this_thread::sleep_until(until);
-    }
-    pause = std::min(pause * 2, std::chrono::milliseconds(50));
-    auto st = store_.content_state(c.id);
-    if (!st) return ClaimOutcome{};
-    if (*st && (*st)->complete()) return ClaimOutcome{nullptr, true};
-    const std::uint32_t present = *st ? (*st)->present : 0;
-    if (present != last_present) {
-      last_present = present;
-      last_progress = Clock::now();
-    }
-    if (auto mine = take()) return *mine;
-    if (Clock::now() - last_progress >= config_.claim_takeover) {
-      spdlog::warn(
-          "{}: the process downloading it for the cache made no progress for {} s; "
-          "downloading the rest here",
-          c.path, config_.claim_takeover.count());
-      std::lock_guard lock(mu_);
-      stats_.takeovers++;
-      return ClaimOutcome{};
-    }
-  }
-}
-
-std::optional<std::vector<std::uint32_t>> Fetcher::missing_blocks(const FileContent& c,
-                                                                  BlockRange r) {
-  auto missing = store_.read_blocks(
-      c.id, c.size, r.first, r.count, [](std::uint32_t, std::span<const std::byte>) {},
-      cache::BlockStore::ReadMode::kPresence);
-  if (!missing) {
-    spdlog::warn("{}: cache read failed ({})", c.path, missing.error().message);
-    return std::nullopt;
-  }
-  return std::move(*missing);
 }
 
 }  // namespace whfs::reader

@@ -95,7 +95,8 @@ Expected<void, ReadError> Reader::read_once(OpenFile& file, std::uint64_t offset
   const BlockRange range = blocks_for(offset, size, c.size, bs);
   const std::uint64_t end = offset + size;
   for (int attempt = 0; attempt < 3; ++attempt) {
-    if (fetcher_.servable_from_cache(c.id)) {
+    // Ask the gate; read the store, or ensure-then-read.
+    if (const Verdict v = fetcher_.verdict(c.id); v.kind == Verdict::Kind::kFromCache) {
       std::vector<iovec> iov;
       iov.reserve(range.count);
       bool replied = false;
@@ -117,7 +118,7 @@ Expected<void, ReadError> Reader::read_once(OpenFile& file, std::uint64_t offset
       };
       // The store gets a copy of the id: the reply inside may destroy `file`, and `c` with it.
       auto missing = store_.read_blocks(cache::ContentId(c.id), c.size, range.first, range.count,
-                                        on_block, fetcher_.cache_read_mode(c.id));
+                                        on_block, v.mode);
       if (replied) return {};
       if (!missing) {
         spdlog::warn("{}: cache read failed ({})", c.path, missing.error().message);
@@ -138,7 +139,7 @@ Expected<void, ReadError> Reader::read_once(OpenFile& file, std::uint64_t offset
   }
   start_ahead();
   return unexpected(
-      ReadError{ReadError::Kind::kIo, c.path + ": its blocks left the cache while it was read"});
+      ReadError{FsErrorKind::kIo, c.path + ": its blocks left the cache while it was read"});
 }
 
 }  // namespace whfs::reader

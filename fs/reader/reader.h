@@ -1,7 +1,8 @@
 #pragma once
-// The read path: a read is served from the cache's blocks (straight from its memory map) once
-// the fetcher (fetcher.h) says they may be served, or from a content verified in memory when
-// the cache cannot keep it. Streaming readers get readahead (readahead.h). A read never hangs:
+// The read path: a read asks the serving gate (serving_gate.h) whether the cache's blocks may be
+// served now; if so it is served from them (straight from the cache's memory map), else the
+// fetcher (fetcher.h) makes them servable first, or hands over a content verified in memory
+// when the cache cannot keep it. Streaming readers get readahead (readahead.h). A read never hangs:
 // it fails once its downloads stop making progress, or when its caller goes away.
 
 #include <sys/uio.h>

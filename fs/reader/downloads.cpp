@@ -1,0 +1,452 @@
+#include "fs/reader/downloads.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+namespace whfs::reader {
+namespace {
+
+ReadError from_hub(const hub::HubError& e) { return hub::to_fs_error(e, hub::Asked::kContent); }
+
+}  // namespace
+
+struct Downloads::Flight {
+  Flight(FileContent c, BlockRange r, bool d) : content(std::move(c)), range(r), demand(d) {}
+  FileContent content;
+  BlockRange range;
+  bool demand = false;                  // guarded by Downloads::mu_
+  bool asked_by_reader = false;         // created for a reader (not a prefetch); immutable
+  int waiters = 0;                      // readers waiting for it; guarded by Downloads::mu_
+  CancelFlag abandon;                   // raised when its last reader left before it was done
+  std::shared_ptr<BufferFetch> buffer;  // set: the bytes go to this buffer
+  std::atomic<bool> started{false};
+  std::atomic<bool> done{false};  // set last, after error and stored
+  std::mutex mu;                  // guards error and stored
+  std::optional<ReadError> error;
+  Stored stored = Stored::kCached;
+};
+
+Downloads::Downloads(cache::BlockStore& store, hub::HubClient& hub, const FetcherConfig& config,
+                     OnComplete on_complete)
+    : store_(store),
+      hub_(hub),
+      config_(config),
+      max_blocks_(static_cast<std::uint32_t>(
+          std::max<std::uint64_t>(1, config.max_request / store.block_size()))),
+      on_complete_(std::move(on_complete)) {
+  for (unsigned i = 0; i < std::max(1u, config_.workers); ++i) {
+    workers_.emplace_back([this] { worker(); });
+  }
+}
+
+Downloads::~Downloads() { shutdown(); }
+
+bool Downloads::stopping() const {
+  std::lock_guard lock(mu_);
+  return stopping_;
+}
+
+void Downloads::shutdown() {
+  std::deque<std::shared_ptr<Flight>> left;
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    left.insert(left.end(), demand_q_.begin(), demand_q_.end());
+    left.insert(left.end(), prefetch_q_.begin(), prefetch_q_.end());
+    demand_q_.clear();
+    prefetch_q_.clear();
+  }
+  work_cv_.notify_all();
+  for (auto& f : left) {
+    if (!f->started.exchange(true)) finish(f, cancelled_error("shutting down"));
+  }
+  for (auto& t : workers_) t.join();
+  workers_.clear();
+}
+
+void Downloads::add_to(FetcherStats& s) const {
+  std::lock_guard lock(mu_);
+  s.requests += stats_.requests;
+  s.bytes += stats_.bytes;
+  s.demand_requests += stats_.demand_requests;
+  s.prefetch_requests += stats_.prefetch_requests;
+  s.waits_joined += stats_.waits_joined;
+  s.errors += stats_.errors;
+  s.uncached += stats_.uncached;
+}
+
+// ---- waiting for flights -----------------------------------------------------------------
+
+Expected<void, ReadError> Downloads::wait_for(const FileContent& c,
+                                              const std::vector<std::shared_ptr<Flight>>& flights,
+                                              const WaitPolicy& wait) {
+  // The patience restarts whenever one of them finishes, so a large download that keeps
+  // making progress is never cut short, and one that stalls is.
+  transfers_.wait(c.id, c.path, c.size);
+  auto count_done = [&] {
+    return static_cast<std::size_t>(std::count_if(flights.begin(), flights.end(),
+                                                  [](const auto& f) { return f->done.load(); }));
+  };
+  std::size_t seen = count_done();
+  Deadline until = Clock::now() + wait.patience;
+  std::optional<ReadError> failed;
+  while (seen < flights.size()) {
+    auto more = [&] { return count_done() > seen; };
+    const bool progressed =
+        wait.cancel ? wait.cancel->wait_until(progress_mu_, progress_cv_, until, more) : [&] {
+          std::unique_lock lock(progress_mu_);
+          return progress_cv_.wait_until(lock, until, more);
+        }();
+    if (!progressed) {
+      if (wait.cancel && wait.cancel->cancelled()) {
+        failed = cancelled_error(c.path + ": the reader went away while waiting");
+      } else {
+        failed = ReadError{
+            FsErrorKind::kTimedOut,
+            c.path + ": no download progress for " +
+                std::to_string(
+                    std::chrono::duration_cast<std::chrono::seconds>(wait.patience).count()) +
+                " s"};
+      }
+      break;
+    }
+    seen = count_done();
+    until = Clock::now() + wait.patience;
+  }
+  transfers_.unwait(c.id);
+  if (failed) return unexpected(std::move(*failed));
+  for (const auto& f : flights) {
+    std::lock_guard lock(f->mu);
+    if (f->error) return unexpected(*f->error);
+  }
+  return {};
+}
+
+Expected<Downloads::Stored, ReadError> Downloads::fetch_blocks(
+    const FileContent& c, const std::vector<std::uint32_t>& missing, const WaitPolicy& wait,
+    std::optional<BlockRange> then) {
+  std::vector<std::shared_ptr<Flight>> waits;
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return unexpected(cancelled_error("shutting down"));
+    std::vector<std::uint32_t> todo;
+    for (std::uint32_t b : missing) {
+      const auto it = inflight_.find(Key{c.id, b});
+      if (it == inflight_.end() || it->second->abandon.cancelled()) {
+        todo.push_back(b);  // (an abandoned download ends with an error: start a new one)
+        continue;
+      }
+      auto& f = it->second;
+      if (std::find(waits.begin(), waits.end(), f) == waits.end()) {
+        waits.push_back(f);
+        stats_.waits_joined++;
+        if (!f->demand && !f->started.load()) {
+          // Promote: a reader waits for this prefetch now, so it runs first.
+          f->demand = true;
+          demand_q_.push_back(f);
+        }
+      }
+    }
+    // Runs of consecutive blocks in the order asked (the caller's priority).
+    for (const auto& r : coalesce(todo, max_blocks_)) {
+      auto f = start_flight_locked(c, r, true);
+      f->asked_by_reader = true;
+      waits.push_back(std::move(f));
+    }
+    for (const auto& f : waits) ++f->waiters;
+    if (then) prefetch_locked(c, *then);
+  }
+  work_cv_.notify_all();
+  auto w = wait_for(c, waits, wait);
+  {
+    // A download its readers all gave up on (killed, or out of patience) is dropped: it must
+    // not hold a connection and a worker that the next reader needs.
+    std::lock_guard lock(mu_);
+    for (const auto& f : waits) {
+      if (--f->waiters == 0 && f->asked_by_reader && !f->done) f->abandon.cancel();
+    }
+  }
+  if (!w) return unexpected(w.error());
+  Stored stored = Stored::kCached;
+  for (const auto& f : waits) {
+    std::lock_guard lock(f->mu);
+    if (f->stored == Stored::kNotKept) stored = Stored::kNotKept;
+  }
+  return stored;
+}
+
+// ---- into memory -------------------------------------------------------------------------
+
+std::shared_ptr<Downloads::BufferFetch> Downloads::plan_buffer(
+    const FileContent& c, std::function<void(BufferFetch&)> on_complete) const {
+  auto m = std::make_shared<BufferFetch>(c);
+  m->data.reset(new std::byte[std::max<std::uint64_t>(1, c.size)]);  // not value-initialised
+  m->on_complete = std::move(on_complete);
+  const std::uint32_t total = block_count(c.size, store_.block_size());
+  for (const auto& piece : split(BlockRange{0, total}, max_blocks_)) {
+    auto f = std::make_shared<Flight>(c, piece, true);
+    f->buffer = m;
+    m->pieces.push_back(std::move(f));
+  }
+  m->left = static_cast<std::uint32_t>(m->pieces.size());
+  return m;
+}
+
+void Downloads::start_pieces(const std::vector<std::shared_ptr<Flight>>& pieces) {
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& f : pieces) demand_q_.push_back(f);
+  }
+  work_cv_.notify_all();
+}
+
+void Downloads::run_buffer_piece(const std::shared_ptr<Flight>& f) {
+  const std::shared_ptr<BufferFetch> owner = f->buffer;  // alive while this piece runs
+  BufferFetch& m = *owner;
+  const std::uint64_t bs = store_.block_size();
+  const std::uint64_t offset = static_cast<std::uint64_t>(f->range.first) * bs;
+  const std::uint64_t end =
+      std::min(f->content.size, static_cast<std::uint64_t>(f->range.end()) * bs);
+  auto got = get_range(f->content, offset, std::span(m.data.get() + offset, end - offset),
+                       Clock::now() + config_.request_timeout, nullptr);
+  if (!got) {
+    std::lock_guard lock(m.mu);
+    if (!m.error) m.error = got.error();
+  }
+  // The last piece completes the fetch before its own flight is marked done, so that a waiter
+  // that sees every piece done also sees the outcome.
+  if (--m.left == 0) m.on_complete(m);
+  finish(f, std::nullopt);
+}
+
+Expected<void, ReadError> Downloads::refill_buffer(const FileContent& c, std::byte* data) {
+  for (std::uint64_t off = 0; off < c.size; off += config_.max_request) {
+    const std::uint64_t n = std::min<std::uint64_t>(config_.max_request, c.size - off);
+    auto got = get_range(c, off, std::span(data + off, n), Clock::now() + config_.request_timeout,
+                         nullptr);
+    if (!got) return unexpected(got.error());
+  }
+  return {};
+}
+
+Expected<void, ReadError> Downloads::refill_cache(const FileContent& c) {
+  const auto total = block_count(c.size, store_.block_size());
+  for (const auto& piece : split(BlockRange{0, total}, max_blocks_)) {
+    auto put = download_and_put(c, piece, Clock::now() + config_.request_timeout, nullptr);
+    if (!put) return unexpected(put.error());
+    if (!*put) return unexpected(ReadError{FsErrorKind::kIo, c.path + ": " + put->error().message});
+  }
+  return {};
+}
+
+// ---- workers -----------------------------------------------------------------------------
+
+void Downloads::prefetch(const FileContent& c, BlockRange range) {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    prefetch_locked(c, range);
+  }
+  work_cv_.notify_all();
+}
+
+void Downloads::prefetch_locked(const FileContent& c, BlockRange range) {
+  std::vector<std::uint32_t> todo;
+  for (std::uint32_t b = range.first; b < range.end(); ++b) {
+    if (inflight_.count(Key{c.id, b}) == 0) todo.push_back(b);
+  }
+  for (const auto& r : coalesce(todo, max_blocks_)) start_flight_locked(c, r, false);
+}
+
+std::shared_ptr<Downloads::Flight> Downloads::start_flight_locked(const FileContent& c,
+                                                                  BlockRange r, bool demand) {
+  auto f = std::make_shared<Flight>(c, r, demand);
+  for (std::uint32_t b = r.first; b < r.end(); ++b) inflight_[Key{c.id, b}] = f;
+  (demand ? demand_q_ : prefetch_q_).push_back(f);
+  return f;
+}
+
+void Downloads::worker() {
+  while (true) {
+    std::shared_ptr<Flight> f;
+    {
+      std::unique_lock lock(mu_);
+      work_cv_.wait(lock, [&] { return stopping_ || !demand_q_.empty() || !prefetch_q_.empty(); });
+      if (stopping_) return;
+      auto& q = !demand_q_.empty() ? demand_q_ : prefetch_q_;
+      f = std::move(q.front());
+      q.pop_front();
+      if (f->started.exchange(true)) continue;  // a promoted copy already ran
+      (f->demand ? stats_.demand_requests : stats_.prefetch_requests)++;
+    }
+    if (f->abandon.cancelled()) {
+      finish(f, cancelled_error("nobody waits for it any more"));
+      continue;
+    }
+    if (f->buffer) {
+      run_buffer_piece(f);
+    } else {
+      run(f);
+    }
+  }
+}
+
+void Downloads::run(const std::shared_ptr<Flight>& f) {
+  std::optional<ReadError> error;
+  Stored stored = Stored::kCached;
+  const Deadline deadline = Clock::now() + config_.request_timeout;
+  // A prefetch may be overtaken by readers that fetched the same content meanwhile: skip
+  // contents that are complete already (verifying them if nobody did).
+  auto state = store_.content_state(f->content.id);
+  if (state && *state && (*state)->complete()) {
+    if (auto r = on_complete_(f->content, **state); !r) error = r.error();
+  } else {
+    // Download only what is still missing of the range.
+    auto missing = missing_blocks(f->content, f->range);
+    const std::vector<BlockRange> runs =
+        missing ? coalesce(*missing, max_blocks_) : std::vector<BlockRange>{f->range};
+    for (const auto& r : runs) {
+      auto d = download(f->content, r, deadline, &f->abandon);
+      if (!d) {
+        error = d.error();
+        break;
+      }
+      if (*d == Stored::kNotKept) stored = Stored::kNotKept;
+    }
+  }
+  finish(f, std::move(error), stored);
+}
+
+Expected<Downloads::Stored, ReadError> Downloads::download(const FileContent& c, BlockRange r,
+                                                           Deadline deadline,
+                                                           const CancelFlag* abandon) {
+  auto put = download_and_put(c, r, deadline, abandon);
+  if (!put) return unexpected(put.error());
+  if (!*put) {
+    if (put->error().kind != cache::CacheError::Kind::kFull) {
+      spdlog::warn("{}: cache write failed ({})", c.path, put->error().message);
+    }
+    std::lock_guard lock(mu_);
+    stats_.uncached++;
+    return Stored::kNotKept;  // its readers take the memory path
+  }
+  if ((*put)->complete()) {
+    if (auto v = on_complete_(c, **put); !v) return unexpected(v.error());
+  }
+  return Stored::kCached;
+}
+
+Expected<void, ReadError> Downloads::get_range(const FileContent& c, std::uint64_t offset,
+                                               std::span<std::byte> buf, Deadline deadline,
+                                               const CancelFlag* abandon,
+                                               const hub::HubClient::FillFn* on_fill) {
+  // Counted as the bytes arrive (every 64 KiB at most once: a lock per libcurl write would
+  // cost more than it tells), for `wheelhouse status` and the metrics.
+  transfers_.open(c.id, c.path, c.size);
+  std::size_t counted = 0;
+  auto count_fn = [&](std::size_t filled) {
+    if (filled >= counted + (64u << 10) || (filled == buf.size() && filled > counted)) {
+      transfers_.received(c.id, filled - counted);
+      counted = filled;
+    }
+    if (on_fill != nullptr) (*on_fill)(filled);
+  };
+  const hub::HubClient::FillFn counting = count_fn;
+  const auto t0 = Clock::now();
+  auto got = hub_.read_range(hub::FileRef{c.commit, c.path, c.size}, offset, buf, deadline, abandon,
+                             &counting);
+  latency_.observe(Clock::now() - t0);
+  if (got && counted < buf.size()) transfers_.received(c.id, buf.size() - counted);
+  transfers_.close(c.id);
+  {
+    std::lock_guard lock(mu_);
+    stats_.requests++;
+    if (got) stats_.bytes += buf.size();
+    if (!got) stats_.errors++;
+  }
+  if (!got) {
+    ReadError e = from_hub(got.error());
+    if (abandon == nullptr || !abandon->cancelled()) {
+      spdlog::error("{}: download of bytes {}-{} failed: {}", c.path, offset,
+                    offset + buf.size() - 1, got.error().describe());
+      e.logged = true;
+    }
+    return unexpected(std::move(e));
+  }
+  return {};
+}
+
+Expected<cache::Result<cache::ContentState>, ReadError> Downloads::download_and_put(
+    const FileContent& c, BlockRange r, Deadline deadline, const CancelFlag* abandon) {
+  const std::uint64_t bs = store_.block_size();
+  const std::uint64_t offset = static_cast<std::uint64_t>(r.first) * bs;
+  const std::uint64_t end = std::min(c.size, static_cast<std::uint64_t>(r.end()) * bs);
+  // Each worker reuses one buffer: a fresh 4 MiB allocation per request costs a zero-fill and
+  // page faults on every download.
+  thread_local std::unique_ptr<std::byte[]> scratch;
+  thread_local std::size_t scratch_size = 0;
+  if (scratch_size < end - offset) {
+    scratch.reset(new std::byte[end - offset]);  // not value-initialised
+    scratch_size = end - offset;
+  }
+  const std::span<std::byte> buf(scratch.get(), end - offset);
+  // Whole blocks are stored as they arrive, a few hundred KiB at a time, while they are still
+  // in the CPU's cache: the block checksum, the copy into LMDB's page and (for the front of the
+  // file) the running SHA-256 then read them from there, not from memory (issue 17). Blocks
+  // of a transfer that fails midway stay stored; the retry asks for the rest.
+  std::uint64_t stored = 0;  // bytes of buf put so far (whole blocks)
+  std::optional<cache::Result<cache::ContentState>> put;
+  auto store = [&](std::uint64_t upto) {
+    if (put && !*put) return;  // the cache refused: the memory path takes over at the end
+    put = store_.put_blocks(c.id, c.size, r.first + static_cast<std::uint32_t>(stored / bs),
+                            buf.subspan(stored, upto - stored));
+    if (*put) stored = upto;
+  };
+  auto on_fill_fn = [&](std::size_t filled) {
+    const std::uint64_t whole = filled == buf.size() ? filled : filled / bs * bs;
+    if (whole >= stored + kStreamPutBytes || (whole == buf.size() && whole > stored)) store(whole);
+  };
+  const hub::HubClient::FillFn on_fill = on_fill_fn;
+  const auto got = get_range(c, offset, buf, deadline, abandon, &on_fill);
+  if (!got) return unexpected(got.error());
+  if (stored < buf.size() && !(put && !*put)) store(buf.size());
+  return std::move(*put);
+}
+
+std::optional<std::vector<std::uint32_t>> Downloads::missing_blocks(const FileContent& c,
+                                                                    BlockRange r) {
+  auto missing = store_.read_blocks(
+      c.id, c.size, r.first, r.count, [](std::uint32_t, std::span<const std::byte>) {},
+      cache::BlockStore::ReadMode::kPresence);
+  if (!missing) {
+    spdlog::warn("{}: cache read failed ({})", c.path, missing.error().message);
+    return std::nullopt;
+  }
+  return std::move(*missing);
+}
+
+void Downloads::finish(const std::shared_ptr<Flight>& f, std::optional<ReadError> error,
+                       Stored stored) {
+  if (!f->buffer) {
+    std::lock_guard lock(mu_);
+    for (std::uint32_t b = f->range.first; b < f->range.end(); ++b) {
+      const auto it = inflight_.find(Key{f->content.id, b});
+      if (it != inflight_.end() && it->second == f) inflight_.erase(it);
+    }
+  }
+  {
+    std::lock_guard lock(f->mu);
+    f->error = std::move(error);
+    f->stored = stored;
+  }
+  {
+    // Under the waiters' mutex: a waiter between its check and its sleep cannot miss this.
+    std::lock_guard lock(progress_mu_);
+    f->done = true;
+  }
+  progress_cv_.notify_all();
+}
+
+}  // namespace whfs::reader

@@ -1,0 +1,95 @@
+#include "fs/reader/serving_gate.h"
+
+#include <mutex>
+
+namespace whfs::reader {
+
+ServingGate::ServingGate(const FetcherConfig& config)
+    : serving_(config.serving),
+      trust_cache_(config.trust_cache),
+      peek_verified_only_(config.peek_verified_only),
+      corrupt_quarantine_(config.corrupt_quarantine),
+      failure_memo_(config.failure_memo) {}
+
+Verdict ServingGate::verdict(const cache::ContentId& id) const {
+  std::shared_lock lock(mu_);
+  if (serving_ == Serving::kStreaming && suspect_.count(id) == 0) {
+    return {Verdict::Kind::kFromCache, cache::BlockStore::ReadMode::kPartial};
+  }
+  if (trust_cache_ || trusted_locked(id)) {
+    return {Verdict::Kind::kFromCache, cache::BlockStore::ReadMode::kVerified};
+  }
+  return {Verdict::Kind::kFetchFirst, cache::BlockStore::ReadMode::kVerified};
+}
+
+bool ServingGate::streams(const cache::ContentId& id) const {
+  if (serving_ != Serving::kStreaming) return false;
+  std::shared_lock lock(mu_);
+  return suspect_.count(id) == 0;
+}
+
+bool ServingGate::serves_verified(const cache::ContentId& id) const {
+  if (trust_cache_) return true;
+  std::shared_lock lock(mu_);
+  return trusted_locked(id);
+}
+
+bool ServingGate::must_verify(const cache::ContentId& id, bool verified) const {
+  return !verified || (serving_ == Serving::kVerified && !serves_verified(id));
+}
+
+bool ServingGate::may_peek_cache(const cache::ContentId& id) const {
+  return !peek_verified_only_ || serves_verified(id);
+}
+
+std::optional<ReadError> ServingGate::blocked(const cache::ContentId& id, const std::string& path) {
+  std::unique_lock lock(mu_);
+  const auto now = Clock::now();
+  if (const auto q = quarantine_.find(id); q != quarantine_.end()) {
+    if (now < q->second) {
+      failed_fast_++;
+      return ReadError{FsErrorKind::kCorrupt, path + ": its download did not match its hash"};
+    }
+    quarantine_.erase(q);
+  }
+  if (const auto f = failed_.find(id); f != failed_.end()) {
+    if (now < f->second.until) {
+      failed_fast_++;
+      ReadError e = f->second.error;
+      e.message += " (failed moments ago; not tried again yet)";
+      return e;
+    }
+    failed_.erase(f);
+  }
+  return std::nullopt;
+}
+
+void ServingGate::remember_failure(const cache::ContentId& id, const ReadError& e) {
+  if (e.kind == FsErrorKind::kInterrupted || failure_memo_.count() <= 0) return;
+  std::unique_lock lock(mu_);
+  failed_[id] = Failure{Clock::now() + failure_memo_, e};
+  if (failed_.size() > 10000) failed_.erase(failed_.begin());  // bound memory
+}
+
+void ServingGate::quarantine(const cache::ContentId& id) {
+  std::unique_lock lock(mu_);
+  quarantine_[id] = Clock::now() + corrupt_quarantine_;
+}
+
+void ServingGate::suspect(const cache::ContentId& id) {
+  std::unique_lock lock(mu_);
+  suspect_.insert(id);
+}
+
+void ServingGate::trust(const cache::ContentId& id) {
+  std::unique_lock lock(mu_);
+  trusted_.insert(id);
+  suspect_.erase(id);
+}
+
+void ServingGate::distrust(const cache::ContentId& id) {
+  std::unique_lock lock(mu_);
+  trusted_.erase(id);
+}
+
+}  // namespace whfs::reader

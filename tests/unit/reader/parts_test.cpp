@@ -1,0 +1,362 @@
+// Unit tests of the read path's parts, each alone: the serving gate's verdicts, the verifier's
+// retry-then-quarantine, the memory budget, the downloads' single flight and the claims.
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "fs/reader/claims.h"
+#include "fs/reader/downloads.h"
+#include "fs/reader/memory_contents.h"
+#include "fs/reader/serving_gate.h"
+#include "fs/reader/verifier.h"
+#include "tests/unit/reader/fetcher_fixture.h"
+
+namespace whfs::reader::testing_fetcher {
+namespace {
+
+using Mode = cache::BlockStore::ReadMode;
+
+class PartsTest : public FetcherTest {};
+
+// ---- ServingGate -----------------------------------------------------------------------
+
+TEST_F(PartsTest, GateVerifiedServingServesOnlyWhatThisProcessVerified) {
+  ServingGate gate(config(Serving::kVerified));
+  EXPECT_EQ(gate.verdict(content.id).kind, Verdict::Kind::kFetchFirst);
+  EXPECT_TRUE(gate.must_verify(content.id, /*verified=*/true));  // another process's record
+  EXPECT_TRUE(gate.must_verify(content.id, false));
+  gate.trust(content.id);
+  const Verdict v = gate.verdict(content.id);
+  EXPECT_EQ(v.kind, Verdict::Kind::kFromCache);
+  EXPECT_EQ(v.mode, Mode::kVerified);
+  EXPECT_FALSE(gate.must_verify(content.id, true));
+  EXPECT_TRUE(gate.must_verify(content.id, false));  // the cache lost its record: hash again
+  gate.distrust(content.id);
+  EXPECT_EQ(gate.verdict(content.id).kind, Verdict::Kind::kFetchFirst);
+}
+
+TEST_F(PartsTest, GateTrustedCacheServesItsRecord) {
+  FetcherConfig c = config(Serving::kVerified);
+  c.trust_cache = true;
+  ServingGate gate(c);
+  EXPECT_EQ(gate.verdict(content.id).kind, Verdict::Kind::kFromCache);
+  EXPECT_FALSE(gate.must_verify(content.id, true));
+  EXPECT_TRUE(gate.must_verify(content.id, false));
+}
+
+TEST_F(PartsTest, GateStopsStreamingASuspectContentUntilItMatches) {
+  ServingGate gate(config(Serving::kStreaming));
+  Verdict v = gate.verdict(content.id);
+  EXPECT_EQ(v.kind, Verdict::Kind::kFromCache);
+  EXPECT_EQ(v.mode, Mode::kPartial);
+  EXPECT_FALSE(gate.must_verify(content.id, true));  // streaming takes the cache's record
+  gate.suspect(content.id);
+  EXPECT_FALSE(gate.streams(content.id));
+  EXPECT_EQ(gate.verdict(content.id).kind, Verdict::Kind::kFetchFirst);
+  gate.trust(content.id);  // it matched since: no longer suspect
+  v = gate.verdict(content.id);
+  EXPECT_EQ(v.kind, Verdict::Kind::kFromCache);
+  EXPECT_EQ(v.mode, Mode::kPartial);
+}
+
+TEST_F(PartsTest, GatePeeksASharedCacheOnlyForVerifiedContents) {
+  FetcherConfig c = config();
+  c.peek_verified_only = true;
+  ServingGate gate(c);
+  EXPECT_FALSE(gate.may_peek_cache(content.id));
+  gate.trust(content.id);
+  EXPECT_TRUE(gate.may_peek_cache(content.id));
+  EXPECT_TRUE(ServingGate(config()).may_peek_cache(content.id));
+}
+
+TEST_F(PartsTest, GateFailsFastAfterQuarantineAndRecentFailures) {
+  FetcherConfig c = config();
+  c.corrupt_quarantine = 60s;
+  c.failure_memo = 60s;
+  ServingGate gate(c);
+  EXPECT_FALSE(gate.blocked(content.id, "p"));
+  gate.quarantine(content.id);
+  auto q = gate.blocked(content.id, "p");
+  ASSERT_TRUE(q);
+  EXPECT_EQ(q->kind, FsErrorKind::kCorrupt);
+
+  const auto other = content_of("other bytes").id;
+  gate.remember_failure(other, ReadError{FsErrorKind::kTimedOut, "p: no progress"});
+  auto f = gate.blocked(other, "p");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->kind, FsErrorKind::kTimedOut);
+  EXPECT_NE(f->message.find("failed moments ago"), std::string::npos);
+  // A reader that went away is no failure of the content.
+  const auto third = content_of("third").id;
+  gate.remember_failure(third, cancelled_error("gone"));
+  EXPECT_FALSE(gate.blocked(third, "p"));
+  FetcherStats s;
+  gate.add_to(s);
+  EXPECT_EQ(s.failed_fast, 2u);
+}
+
+TEST_F(PartsTest, GateForgetsAFailureWhenItsTimeIsUp) {
+  FetcherConfig c = config();
+  c.failure_memo = 0s;  // off
+  ServingGate gate(c);
+  gate.remember_failure(content.id, ReadError{FsErrorKind::kIo, "down"});
+  EXPECT_FALSE(gate.blocked(content.id, "p"));
+}
+
+// ---- Verifier ----------------------------------------------------------------------------
+
+TEST_F(PartsTest, VerifierRefetchesOnceThenQuarantines) {
+  ServingGate gate(config());
+  Verifier v(store, gate, config());
+  int corrupt_calls = 0;
+  v.set_corrupt_listener([&](const cache::ContentId&) { corrupt_calls++; });
+  std::string copy = bytes;
+  copy[5] ^= 1;
+  int refetches = 0;
+  auto r =
+      v.verify_buffer(content, std::as_bytes(std::span(copy)), [&]() -> Expected<void, ReadError> {
+        refetches++;
+        return {};  // "fetched again", still wrong
+      });
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, FsErrorKind::kCorrupt);
+  EXPECT_TRUE(r.error().logged);
+  EXPECT_EQ(refetches, 1);
+  EXPECT_EQ(corrupt_calls, 2);
+  EXPECT_FALSE(gate.streams(content.id));
+  EXPECT_TRUE(gate.blocked(content.id, "p"));  // quarantined
+  FetcherStats s;
+  v.add_to(s);
+  EXPECT_EQ(s.corrupt, 2u);
+}
+
+TEST_F(PartsTest, VerifierAcceptsARefetchThatMatches) {
+  ServingGate gate(config());
+  Verifier v(store, gate, config());
+  std::string copy = bytes;
+  copy[5] ^= 1;
+  auto r =
+      v.verify_buffer(content, std::as_bytes(std::span(copy)), [&]() -> Expected<void, ReadError> {
+        copy = bytes;
+        return {};
+      });
+  EXPECT_TRUE(r);
+  EXPECT_FALSE(gate.blocked(content.id, "p"));
+}
+
+TEST_F(PartsTest, VerifierHashesTheCacheCopyHereAndTrustsIt) {
+  ServingGate gate(config());
+  Verifier v(store, gate, config());
+  store.plant(content.id, bytes);  // recorded verified by "another process"
+  auto r = v.verify_cached(content, [&]() -> Expected<void, ReadError> {
+    ADD_FAILURE() << "no refetch for matching bytes";
+    return {};
+  });
+  EXPECT_TRUE(r);
+  EXPECT_EQ(store.hashed.load(), 1);  // hashed by this process despite the record
+  EXPECT_TRUE(gate.serves_verified(content.id));
+  FetcherStats s;
+  v.add_to(s);
+  EXPECT_EQ(s.rechecks, 1u);
+}
+
+TEST_F(PartsTest, VerifierPassesARefetchFailureOnAsIs) {
+  ServingGate gate(config());
+  Verifier v(store, gate, config());
+  store.plant(content.id, bytes);
+  auto r = v.verify_cached(content, [&]() -> Expected<void, ReadError> {
+    return unexpected(ReadError{FsErrorKind::kTimedOut, "refetch timed out"});
+  });
+  EXPECT_TRUE(r);  // (it matched: the refetch never ran)
+  store.plant(content.id, bytes.substr(0, bytes.size() - 1) + "!");  // a planted wrong byte
+  r = v.verify_cached(content, [&]() -> Expected<void, ReadError> {
+    return unexpected(ReadError{FsErrorKind::kTimedOut, "refetch timed out"});
+  });
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, FsErrorKind::kTimedOut);
+}
+
+// ---- MemoryContents ----------------------------------------------------------------------
+
+std::shared_ptr<Downloads::BufferFetch> one_piece_plan(const FileContent& c) {
+  auto m = std::make_shared<Downloads::BufferFetch>(c);
+  m->pieces.push_back(nullptr);  // stands for one flight
+  return m;
+}
+
+TEST_F(PartsTest, MemoryJoinsOneFetchAndKeepsItsResult) {
+  MemoryContents mem(1 << 20);
+  auto first = mem.join_or_plan(content, "why", [&] { return one_piece_plan(content); });
+  ASSERT_TRUE(first);
+  EXPECT_TRUE(first->mine);
+  auto second = mem.join_or_plan(content, "why", [&] {
+    ADD_FAILURE() << "a second fetch of the same content";
+    return one_piece_plan(content);
+  });
+  ASSERT_TRUE(second);
+  EXPECT_FALSE(second->mine);
+  EXPECT_EQ(second->fetch, first->fetch);
+  EXPECT_EQ(mem.hit(content.id), nullptr);
+  auto result = std::make_shared<MemoryContent>();
+  result->size = content.size;
+  mem.finish(*first->fetch, result);
+  EXPECT_EQ(mem.hit(content.id), result);
+  EXPECT_TRUE(first->fetch->pieces.empty());  // the cycle is broken
+  FetcherStats s;
+  mem.add_to(s);
+  EXPECT_EQ(s.in_memory, 1u);
+  EXPECT_EQ(s.waits_joined, 1u);
+}
+
+TEST_F(PartsTest, MemoryForgetsTheLeastRecentlyUsedForRoom) {
+  const FileContent a = content_of(make_bytes(400));
+  const FileContent b = content_of(make_bytes(401));
+  const FileContent c = content_of(make_bytes(402));
+  MemoryContents mem(1000);
+  for (const FileContent* x : {&a, &b}) {
+    auto j = mem.join_or_plan(*x, "why", [&] { return one_piece_plan(*x); });
+    ASSERT_TRUE(j);
+    auto r = std::make_shared<MemoryContent>();
+    r->size = x->size;
+    mem.finish(*j->fetch, r);
+  }
+  ASSERT_NE(mem.hit(a.id), nullptr);  // a is now the most recently used
+  auto j = mem.join_or_plan(c, "why", [&] { return one_piece_plan(c); });
+  ASSERT_TRUE(j);
+  EXPECT_EQ(mem.hit(b.id), nullptr);  // b made room
+  EXPECT_NE(mem.hit(a.id), nullptr);
+  // c's bytes stay reserved while it is fetched: d's room comes from a.
+  const FileContent d = content_of(make_bytes(300));
+  EXPECT_TRUE(mem.join_or_plan(d, "why", [&] { return one_piece_plan(d); }));
+  EXPECT_EQ(mem.hit(a.id), nullptr);
+  mem.finish(*j->fetch, nullptr);  // c failed: its bytes come back
+  const FileContent e = content_of(make_bytes(600));
+  EXPECT_TRUE(mem.join_or_plan(e, "why", [&] { return one_piece_plan(e); }));
+}
+
+TEST_F(PartsTest, MemoryRefusesWhatCannotFit) {
+  MemoryContents mem(100);
+  auto r = mem.join_or_plan(content, "the cache could not keep it",
+                            [&] { return one_piece_plan(content); });
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, FsErrorKind::kIo);
+  EXPECT_NE(r.error().message.find("larger than the memory"), std::string::npos);
+  EXPECT_NE(r.error().message.find("the cache could not keep it"), std::string::npos);
+}
+
+// ---- Downloads ---------------------------------------------------------------------------
+
+TEST_F(PartsTest, DownloadsJoinABlockInFlightAndCallOnCompleteOnce) {
+  std::atomic<int> completed{0};
+  Downloads d(store, hub, config(), [&](const FileContent&, const cache::ContentState& s) {
+    EXPECT_TRUE(s.complete());
+    completed++;
+    return Expected<void, ReadError>{};
+  });
+  hub.hold();
+  const std::uint32_t total = block_count(content.size, kBlock);
+  std::vector<std::uint32_t> all(total);
+  for (std::uint32_t i = 0; i < total; ++i) all[i] = i;
+  Expected<Downloads::Stored, ReadError> r1 = Downloads::Stored::kNotKept, r2 = r1;
+  std::thread t1([&] { r1 = d.fetch_blocks(content, all, patience(), std::nullopt); });
+  ASSERT_TRUE(eventually([&] { return calls() == 3; }));  // 11 blocks in requests of 4
+  std::thread t2([&] { r2 = d.fetch_blocks(content, all, patience(), std::nullopt); });
+  ASSERT_TRUE(eventually([&] {
+    FetcherStats s;
+    d.add_to(s);
+    return s.waits_joined == 3;
+  }));
+  hub.release();
+  t1.join();
+  t2.join();
+  ASSERT_TRUE(r1 && r2);
+  EXPECT_EQ(*r1, Downloads::Stored::kCached);
+  EXPECT_EQ(calls(), 3);           // the second reader joined the flights
+  EXPECT_EQ(completed.load(), 1);  // the put that completed the content
+}
+
+TEST_F(PartsTest, DownloadsTimeOutWithoutProgressAndAbandonTheFlight) {
+  Downloads d(store, hub, config(), [](const FileContent&, const cache::ContentState&) {
+    return Expected<void, ReadError>{};
+  });
+  hub.hold();
+  auto r = d.fetch_blocks(content, {0}, patience(50ms), std::nullopt);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, FsErrorKind::kTimedOut);
+  EXPECT_TRUE(eventually([&] { return hub.abandoned.load() == 1; }));
+  hub.release();
+}
+
+TEST_F(PartsTest, DownloadsMapAHubFailureForTheFilesBytes) {
+  Downloads d(store, hub, config(), [](const FileContent&, const cache::ContentState&) {
+    return Expected<void, ReadError>{};
+  });
+  hub.fail = true;
+  std::string out(10, '\0');
+  auto r =
+      d.get_range(content, 0, std::as_writable_bytes(std::span(out)), Clock::now() + 5s, nullptr);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, FsErrorKind::kIo);
+  EXPECT_TRUE(r.error().logged);
+  FetcherStats s;
+  d.add_to(s);
+  EXPECT_EQ(s.errors, 1u);
+}
+
+// ---- Claims ------------------------------------------------------------------------------
+
+TEST_F(PartsTest, ClaimsShareOneClaimAmongThisProcesssReaders) {
+  Claims claims(store, 10s);
+  auto a = claims.claim_or_wait(content, patience());
+  auto b = claims.claim_or_wait(content, patience());
+  ASSERT_TRUE(a && b);
+  ASSERT_NE(a->claim, nullptr);
+  EXPECT_EQ(a->claim, b->claim);
+}
+
+TEST_F(PartsTest, ClaimsWaitForAnotherProcessThenSeeItFinish) {
+  Claims claims(store, 10s);
+  store.claimed_elsewhere = true;
+  std::thread other([&] {
+    std::this_thread::sleep_for(30ms);
+    store.plant(content.id, bytes);  // the other process's download, done
+  });
+  auto r = claims.claim_or_wait(content, patience());
+  other.join();
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(r->other_finished);
+  FetcherStats s;
+  claims.add_to(s);
+  EXPECT_EQ(s.shared_waits, 1u);
+  EXPECT_EQ(s.takeovers, 0u);
+}
+
+TEST_F(PartsTest, ClaimsTakeOverAStalledDownload) {
+  Claims claims(store, 0s);
+  store.claimed_elsewhere = true;
+  auto r = claims.claim_or_wait(content, patience());
+  ASSERT_TRUE(r);
+  EXPECT_FALSE(r->other_finished);
+  EXPECT_EQ(r->claim, nullptr);
+  FetcherStats s;
+  claims.add_to(s);
+  EXPECT_EQ(s.takeovers, 1u);
+}
+
+TEST_F(PartsTest, ClaimsWaitEndsWhenTheReaderGoesAway) {
+  Claims claims(store, 60s);
+  store.claimed_elsewhere = true;
+  CancelFlag cancel;
+  std::thread t([&] {
+    std::this_thread::sleep_for(20ms);
+    cancel.cancel();
+  });
+  auto r = claims.claim_or_wait(content, patience(5000ms, &cancel));
+  t.join();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, FsErrorKind::kInterrupted);
+}
+
+}  // namespace
+}  // namespace whfs::reader::testing_fetcher
