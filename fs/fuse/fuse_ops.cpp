@@ -98,6 +98,13 @@ void op_init(void*, fuse_conn_info* conn) {
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   guarded(req, "lookup", [&] {
     auto r = fs_of(req).lookup(parent, name, caller_of(req));
+    if (!r && r.error().kind == FsErrorKind::kNotFound && fs_of(req).absence_is_pinned(parent)) {
+      // A negative entry the kernel keeps: tools probe many names that are not there (pip
+      // looks for every dist-info spelling), and the tree is a pinned commit.
+      fuse_entry_param none{};
+      none.entry_timeout = session_of(req).entry_timeout;
+      return (void)fuse_reply_entry(req, &none);
+    }
     if (!r) return reply_error(req, r.error());
     const auto e = entry_of(req, *r);
     // Interrupted: the kernel never saw the entry, so it will never forget it.

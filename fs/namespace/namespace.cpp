@@ -411,6 +411,10 @@ Expected<void, FsErr> Namespace::diff(const std::shared_ptr<Node>& old_dir,
     if (old_child->ino != new_child->ino) dropped.push_back(old_child);
     names_changed = true;
   }
+  for (const auto& [name, new_child] : new_children) {
+    // A name that appeared: the kernel may hold a negative entry for it (fuse_ops' lookup).
+    if (old_children.count(name) == 0) inv.entries.emplace_back(old_dir->ino, name);
+  }
   if (names_changed) inv.inodes.push_back(new_dir->ino);
   return {};
 }
