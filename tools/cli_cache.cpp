@@ -19,8 +19,8 @@
 #include "cache/block_cache.h"
 #include "fs/common/mounts.h"
 #include "fs/common/units.h"
-#include "fs/options.h"
-#include "fs/stats_json.h"
+#include "fs/daemon/options.h"
+#include "fs/daemon/stats_json.h"
 #include "tools/cli_commands.h"
 #include "tools/status_reader.h"
 

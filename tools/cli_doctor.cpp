@@ -25,9 +25,9 @@
 
 #include "fs/common/clock.h"
 #include "fs/common/mounts.h"
+#include "fs/daemon/options.h"
 #include "fs/hub/hub_client.h"
 #include "fs/hub/token.h"
-#include "fs/options.h"
 #include "fs/target/caller_targets.h"
 #include "fs/target/gpu_probe.h"
 #include "tools/cli_commands.h"

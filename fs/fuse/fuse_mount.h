@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "fs/common/expected.h"
-#include "fs/filesystem.h"
+#include "fs/vfs/filesystem.h"
 
 struct fuse_session;
 

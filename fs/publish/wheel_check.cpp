@@ -16,15 +16,15 @@
 
 #include "fs/common/base64.h"
 #include "fs/common/hash.h"
-#include "fs/index/record.h"
-#include "fs/index/wheel_metadata.h"
-#include "fs/index/zip.h"
+#include "fs/wheel/record.h"
+#include "fs/wheel/wheel_metadata.h"
+#include "fs/wheel/zip.h"
 
 namespace whfs::publish {
 namespace {
 
-using index::RecordLine;
-using index::ZipEntry;
+using wheel::RecordLine;
+using wheel::ZipEntry;
 
 constexpr std::size_t kChunk = 1 << 20;
 constexpr std::uint64_t kMaxSmallMember = 64 << 20;  // METADATA, WHEEL, RECORD
@@ -88,23 +88,23 @@ Expected<Content, std::string> hash_file(const LocalFile& f, std::string* sample
 }
 
 Expected<std::vector<ZipEntry>, std::string> read_directory(const LocalFile& f) {
-  const std::uint64_t tail_len = std::min(f.size(), index::kMaxTail);
+  const std::uint64_t tail_len = std::min(f.size(), wheel::kMaxTail);
   auto tail = f.read(f.size() - tail_len, tail_len);
   if (!tail) return unexpected(tail.error());
-  auto cd = index::find_central_directory(bytes_of(*tail), f.size());
+  auto cd = wheel::find_central_directory(bytes_of(*tail), f.size());
   if (!cd) return unexpected(cd.error());
   if (cd->size > kMaxCentralDirectory)
     return unexpected(std::string("its zip index is over 64 MiB"));
   auto dir = f.read(cd->offset, cd->size);
   if (!dir) return unexpected(dir.error());
-  return index::parse_central_directory(bytes_of(*dir), cd->entries);
+  return wheel::parse_central_directory(bytes_of(*dir), cd->entries);
 }
 
 // Where the member's compressed bytes start.
 Expected<std::uint64_t, std::string> data_offset(const LocalFile& f, const ZipEntry& e) {
   auto header = f.read(e.local_header_offset, 30);
   if (!header) return unexpected(header.error());
-  return index::member_data_offset(bytes_of(*header), e);
+  return wheel::member_data_offset(bytes_of(*header), e);
 }
 
 Expected<std::string, std::string> small_member(const LocalFile& f, const ZipEntry& e) {
@@ -113,7 +113,7 @@ Expected<std::string, std::string> small_member(const LocalFile& f, const ZipEnt
   if (e.compressed_size > kMaxSmallMember) return unexpected(e.name + " is over 64 MiB");
   auto data = f.read(*at, e.compressed_size);
   if (!data) return unexpected(data.error());
-  return index::extract_member(bytes_of(*data), e, kMaxSmallMember);
+  return wheel::extract_member(bytes_of(*data), e, kMaxSmallMember);
 }
 
 // The sha256 of a member's bytes (inflated as they are read), as RECORD writes it; its size
@@ -187,8 +187,8 @@ Expected<void, std::string> check_dist_info(const target::WheelName& w, const Zi
 }
 
 Expected<void, std::string> check_metadata(const target::WheelName& w, std::string_view text) {
-  const auto name = index::metadata_header(text, "Name");
-  const auto version = index::metadata_header(text, "Version");
+  const auto name = wheel::metadata_header(text, "Name");
+  const auto version = wheel::metadata_header(text, "Version");
   if (!name || !version) return unexpected(std::string("its METADATA has no Name or no Version"));
   if (target::normalize_project_name(*name) != target::normalize_project_name(w.distribution)) {
     return unexpected("its METADATA names the project " + *name + ", its file name " +
@@ -201,7 +201,7 @@ Expected<void, std::string> check_metadata(const target::WheelName& w, std::stri
 }
 
 Expected<void, std::string> check_wheel_file(std::string_view text) {
-  const auto v = index::metadata_header(text, "Wheel-Version");
+  const auto v = wheel::metadata_header(text, "Wheel-Version");
   if (!v) return unexpected(std::string("its WHEEL file has no Wheel-Version"));
   if (!v->starts_with("1.")) {
     return unexpected("its WHEEL file has Wheel-Version " + *v + " (installers read 1.x)");
@@ -218,7 +218,7 @@ bool unhashed_allowed(std::string_view member, std::string_view record_name) {
 // Every member is in RECORD with the sha256 of its bytes, and RECORD lists nothing else.
 Expected<void, std::string> check_record(const LocalFile& f, const std::vector<ZipEntry>& entries,
                                          const std::string& record_name, std::string_view text) {
-  auto lines = index::parse_record(text);
+  auto lines = wheel::parse_record(text);
   if (!lines) return unexpected(lines.error());
   std::map<std::string, const RecordLine*> by_path;
   for (const auto& l : *lines) by_path[l.path] = &l;
@@ -257,9 +257,9 @@ Expected<WheelFacts, std::string> inspect(const std::filesystem::path& path, Whe
   facts.content = std::move(*content);
   auto entries = read_directory(*file);
   if (!entries) return unexpected(entries.error());
-  const ZipEntry* metadata = index::find_dist_info_file(*entries, "METADATA");
-  const ZipEntry* wheel = index::find_dist_info_file(*entries, "WHEEL");
-  const ZipEntry* record = index::find_dist_info_file(*entries, "RECORD");
+  const ZipEntry* metadata = wheel::find_dist_info_file(*entries, "METADATA");
+  const ZipEntry* wheel = wheel::find_dist_info_file(*entries, "WHEEL");
+  const ZipEntry* record = wheel::find_dist_info_file(*entries, "RECORD");
   const std::pair<const ZipEntry*, const char*> needed[] = {
       {metadata, "METADATA"}, {wheel, "WHEEL"}, {record, "RECORD"}};
   for (const auto& [entry, name] : needed) {

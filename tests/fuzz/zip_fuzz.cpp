@@ -9,11 +9,11 @@
 #include <string>
 #include <string_view>
 
-#include "fs/index/wheel_metadata.h"
-#include "fs/index/zip.h"
+#include "fs/wheel/wheel_metadata.h"
+#include "fs/wheel/zip.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  using namespace whfs::index;
+  using namespace whfs::wheel;
   const std::span<const std::byte> file(reinterpret_cast<const std::byte*>(data), size);
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   (void)requires_python_of(text);

@@ -231,6 +231,8 @@ class MountLifecycle(MountedTestCase):
 
     def test_sighup_after_a_new_commit_shows_the_new_tree(self):
         m = self.mount()
+        # The kernel now keeps a negative entry for the name (the tree is a pinned commit): the
+        # refresh must invalidate it, or the new file stays hidden for the entry timeout.
         self.assertFalse(os.path.exists(m.path("flash_attn/NEWS.txt")))
         old = m.status()["commit"]
         new = self.hub.ctl("/commit", {"repo": REPO, "add": {"flash_attn/NEWS.txt": "new wheels\n"}})

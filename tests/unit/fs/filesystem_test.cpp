@@ -1,6 +1,6 @@
 // Filesystem's per-caller answers: the current link, the .target report (its size, its bytes,
 // never cached by the kernel) and the targets/ folder's listing that must not be kept.
-#include "fs/filesystem.h"
+#include "fs/vfs/filesystem.h"
 
 #include <gtest/gtest.h>
 

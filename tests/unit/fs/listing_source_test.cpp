@@ -1,6 +1,6 @@
 // CachedListingSource against a listing-store double that can lose and refuse records, and a
 // Hub double that counts its listings.
-#include "fs/listing_source.h"
+#include "fs/vfs/listing_source.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "fs/options.h"
+#include "fs/daemon/options.h"
 
 #include <gtest/gtest.h>
 

@@ -4,9 +4,9 @@
 #include <gtest/gtest.h>
 
 #include "cache/tiered_cache.h"
-#include "fs/filesystem.h"
 #include "fs/hub/offline_hub.h"
 #include "fs/namespace/targets_view.h"
+#include "fs/vfs/filesystem.h"
 #include "tests/unit/fuse/fake_fuse.h"
 #include "tests/unit/namespace/fake_source.h"
 

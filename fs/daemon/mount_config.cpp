@@ -1,0 +1,113 @@
+#include "fs/daemon/mount_config.h"
+
+#include <grp.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "cache/tiered_cache.h"
+
+namespace whfs {
+
+hub::HubClientConfig hub_config(const MountOptions& o, const std::string& endpoint,
+                                const hub::RepoRef& repo) {
+  hub::HubClientConfig hc;
+  hc.endpoint = endpoint;
+  hc.repo = repo;
+  hc.token_file = o.token_file;
+  hc.allow_insecure_token = o.insecure_token;
+  hc.proxy = o.proxy;
+  hc.http.max_handles = o.connections + 8;
+  hc.http.low_speed_time = o.stall_timeout;
+  return hc;
+}
+
+reader::ReaderConfig reader_config(const MountOptions& o) {
+  reader::ReaderConfig rc;
+  rc.fetcher.workers = o.connections;
+  rc.fetcher.max_request = std::max<std::uint64_t>(1 << 20, o.readahead / o.connections);
+  rc.fetcher.serving = o.streaming ? reader::Serving::kStreaming : reader::Serving::kVerified;
+  rc.fetcher.request_timeout = o.read_timeout;
+  rc.fetcher.trust_cache = o.cache_trusted;
+  rc.fetcher.claim_takeover = std::max(2 * o.stall_timeout, std::chrono::seconds(4));
+  rc.readahead.max_window = std::max<std::uint64_t>(1 << 20, o.readahead);
+  rc.readahead.batch = rc.fetcher.max_request;
+  return rc;
+}
+
+fuse::FuseConfig fuse_config(const MountOptions& o, const std::string& repo_id) {
+  fuse::FuseConfig fc;
+  fc.mountpoint = o.mountpoint;
+  fc.options = o.fuse_options;
+  const bool has_fsname =
+      std::any_of(fc.options.begin(), fc.options.end(),
+                  [](const std::string& f) { return f.starts_with("fsname="); });
+  if (!has_fsname) fc.options.push_back("fsname=" + repo_id);
+  fc.options.emplace_back("subtype=wheelhousefs");
+  fc.debug = o.debug;
+  fc.threads = std::max(16u, o.connections);
+  return fc;
+}
+
+Expected<std::unique_ptr<cache::BlockCache>, std::string> open_mount_cache(const MountOptions& o) {
+  cache::Options co;
+  co.dir = o.cache_dir;
+  co.cap_bytes = o.cache_size;
+  co.open_timeout = o.read_timeout;
+  if (!o.cache_group.empty()) {
+    const group* g = ::getgrnam(o.cache_group.c_str());
+    if (g == nullptr) return unexpected("cache_group: no group named '" + o.cache_group + "'");
+    co.access.group = g->gr_gid;
+  }
+  auto cache = cache::BlockCache::open(co);
+  if (!cache && cache.error().kind == cache::CacheError::Kind::kBusy) {
+    spdlog::warn("cache {}: {}; serving files verified in memory without keeping them", o.cache_dir,
+                 cache.error().message);
+    return std::unique_ptr<cache::BlockCache>(
+        std::make_unique<cache::NullCache>(o.cache_dir, cache.error().message));
+  }
+  if (!cache) {
+    // A read-only folder with no cache in it (an image layer built without a warm cache):
+    // say what to do, not LMDB's "No such file or directory".
+    if (::access(o.cache_dir.c_str(), W_OK) != 0 && errno == EROFS &&
+        ::access((o.cache_dir + "/data.mdb").c_str(), F_OK) != 0) {
+      return unexpected("cache_dir=" + o.cache_dir +
+                        " is read-only and holds no cache: give cache_upper=DIR (a writable "
+                        "tier over it) or a writable cache_dir");
+    }
+    return unexpected("cache " + o.cache_dir + ": " + cache.error().message);
+  }
+  if (!(*cache)->read_only()) {
+    if (!o.cache_upper.empty()) {
+      return unexpected("cache_upper is for a read-only cache_dir, and " + o.cache_dir +
+                        " is writable");
+    }
+    return std::move(cache).value();
+  }
+  if (o.cache_upper.empty()) {
+    spdlog::info(
+        "cache {} is read-only: it serves what it holds; new files are verified in "
+        "memory and not kept (cache_upper= gives them a writable cache)",
+        o.cache_dir);
+    return std::move(cache).value();
+  }
+  // The same block size as the lower tier: a content is read from one tier or the other.
+  cache::Options uo = co;
+  uo.dir = o.cache_upper;
+  uo.block_pages = static_cast<std::uint32_t>(((*cache)->block_size() + 24 + 4095) / 4096);
+  auto upper = cache::BlockCache::open(uo);
+  if (!upper) return unexpected("cache_upper " + o.cache_upper + ": " + upper.error().message);
+  if ((*upper)->block_size() != (*cache)->block_size()) {
+    return unexpected("cache_upper " + o.cache_upper + " has blocks of " +
+                      std::to_string((*upper)->block_size()) + " bytes and " + o.cache_dir +
+                      " of " + std::to_string((*cache)->block_size()) +
+                      ": give an empty cache_upper");
+  }
+  spdlog::info("cache: {} (read-only) under {}", o.cache_dir, o.cache_upper);
+  return std::unique_ptr<cache::BlockCache>(
+      std::make_unique<cache::TieredCache>(std::move(cache).value(), std::move(upper).value()));
+}
+
+}  // namespace whfs

@@ -1,0 +1,41 @@
+#pragma once
+// The mount's status, as the JSON behind user.wheelhouse.status on the root: what `wheelhouse
+// status`, `cache --mount`, prefetch's progress and doctor read. Built at each read from the
+// parts' own counters.
+
+#include <cstdint>
+#include <string>
+
+#include "cache/block_cache.h"
+#include "fs/daemon/commit_at_mount.h"
+#include "fs/daemon/options.h"
+#include "fs/daemon/refresher.h"
+#include "fs/hub/hub_client.h"
+#include "fs/namespace/namespace.h"
+#include "fs/reader/reader.h"
+#include "fs/target/caller_targets.h"
+#include "fs/wheel/wheel_metadata.h"
+
+namespace whfs {
+
+struct StatusParts {
+  const MountOptions& o;
+  const RevisionKey& key;
+  const hub::HubClient& hub;
+  cache::BlockCache& cache;
+  ns::Namespace& names;
+  reader::Reader& reader;
+  const target::CallerTargets& callers;
+  const wheel::WheelMetadataService& wheel_meta;
+};
+
+struct StatusFacts {
+  bool offline_fallback = false;
+  std::int64_t mounted_at = 0;
+  std::string metrics_url;
+  RefreshFacts refresh;
+};
+
+std::string status_json(const StatusParts& p, const StatusFacts& f);
+
+}  // namespace whfs
