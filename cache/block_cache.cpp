@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -58,27 +59,12 @@ Result<void> validate(const Options& o) {
 }  // namespace
 
 const char* to_string(CacheError::Kind kind) {
-  switch (kind) {
-    case CacheError::Kind::kIo:
-      return "io";
-    case CacheError::Kind::kFormat:
-      return "format";
-    case CacheError::Kind::kFull:
-      return "full";
-    case CacheError::Kind::kCorrupt:
-      return "corrupt";
-    case CacheError::Kind::kLmdb:
-      return "lmdb";
-    case CacheError::Kind::kInvalidArgument:
-      return "invalid argument";
-    case CacheError::Kind::kAccess:
-      return "access";
-    case CacheError::Kind::kReadOnly:
-      return "read-only";
-    case CacheError::Kind::kBusy:
-      return "busy";
-  }
-  return "?";
+  // In the order of CacheError::Kind.
+  static constexpr const char* kNames[] = {
+      "io", "format", "full", "corrupt", "lmdb", "invalid argument", "access", "read-only", "busy"};
+  static_assert(std::size(kNames) == static_cast<std::size_t>(CacheError::Kind::kBusy) + 1);
+  const auto i = static_cast<std::size_t>(kind);
+  return i < std::size(kNames) ? kNames[i] : "?";
 }
 
 // ---- opening ---------------------------------------------------------------------------
@@ -156,16 +142,9 @@ Result<LmdbBlockCache::StoreInit> LmdbBlockCache::init_read_only(lmdb::Env& env,
   auto txn = lmdb::Txn::begin(env, MDB_RDONLY);
   if (!txn) return fail(txn.error());
   StoreInit init;
-  const std::pair<const char*, lmdb::Dbi*> dbs[] = {
-      {kMetaDb, &init.dbs.meta},         {kBlocksDb, &init.dbs.blocks},
-      {kContentsDb, &init.dbs.contents}, {kLruDb, &init.dbs.lru},
-      {kLeasesDb, &init.dbs.leases},     {kRevisionsDb, &init.dbs.revisions},
-      {kListingsDb, &init.dbs.listings}};
-  for (const auto& [name, dbi] : dbs) {
-    auto opened = txn->open_dbi(name, 0);
-    if (!opened)
-      return format_error(options.dir, "no wheelhouse-fs cache (" + std::string(name) + ")");
-    *dbi = *opened;
+  const char* missing = nullptr;
+  if (!open_dbs(*txn, 0, &init.dbs, &missing)) {
+    return format_error(options.dir, "no wheelhouse-fs cache (" + std::string(missing) + ")");
   }
   auto stored = txn->get(init.dbs.meta, lmdb::as_bytes(kFormatKey));
   if (!stored) return fail(stored.error());
@@ -182,6 +161,23 @@ Result<LmdbBlockCache::StoreInit> LmdbBlockCache::init_read_only(lmdb::Env& env,
   // DB handles opened in a txn are usable by later txns only once it commits (read-only too).
   if (auto ok = txn->commit(); !ok) return fail(ok.error());
   return init;
+}
+
+lmdb::Res<void> LmdbBlockCache::open_dbs(lmdb::Txn& txn, unsigned flags, Dbs* dbs,
+                                         const char** failed) {
+  const std::pair<const char*, lmdb::Dbi*> named[] = {
+      {kMetaDb, &dbs->meta},        {kBlocksDb, &dbs->blocks}, {kContentsDb, &dbs->contents},
+      {kLruDb, &dbs->lru},          {kLeasesDb, &dbs->leases}, {kRevisionsDb, &dbs->revisions},
+      {kListingsDb, &dbs->listings}};
+  for (const auto& [name, dbi] : named) {
+    auto opened = txn.open_dbi(name, flags);
+    if (!opened) {
+      if (failed) *failed = name;
+      return Unexpected<lmdb::Error>{opened.error()};
+    }
+    *dbi = *opened;
+  }
+  return {};
 }
 
 Result<std::unique_ptr<BlockCache>> LmdbBlockCache::open_once(const Options& options,
@@ -282,19 +278,9 @@ Result<LmdbBlockCache::StoreInit> LmdbBlockCache::init_store_txn(lmdb::Env& env,
   auto main = txn->stat(lmdb::Dbi{1});  // MAIN_DBI: holds one entry per named DB
   if (!main) return fail(main.error());
   StoreInit init;
-  const std::pair<const char*, lmdb::Dbi*> dbs[] = {
-      {kMetaDb, &init.dbs.meta},         {kBlocksDb, &init.dbs.blocks},
-      {kContentsDb, &init.dbs.contents}, {kLruDb, &init.dbs.lru},
-      {kLeasesDb, &init.dbs.leases},     {kRevisionsDb, &init.dbs.revisions},
-      {kListingsDb, &init.dbs.listings}};
-  for (const auto& [name, dbi] : dbs) {
-    auto opened = txn->open_dbi(name, MDB_CREATE);
-    if (!opened) {
-      if (opened.error().code == MDB_INCOMPATIBLE)
-        return format_error(options.dir, "another store");
-      return fail(opened.error());
-    }
-    *dbi = *opened;
+  if (auto opened = open_dbs(*txn, MDB_CREATE, &init.dbs); !opened) {
+    if (opened.error().code == MDB_INCOMPATIBLE) return format_error(options.dir, "another store");
+    return fail(opened.error());
   }
   auto stored = txn->get(init.dbs.meta, lmdb::as_bytes(kFormatKey));
   if (!stored) return fail(stored.error());

@@ -133,6 +133,9 @@ class LmdbBlockCache final : public BlockCache {
   // Opens the DBs, creates or checks the format record, records the cap and sizes the map.
   static Result<StoreInit> init_store(lmdb::Env& env, const Options& options, Session& session);
   static Result<StoreInit> init_read_only(lmdb::Env& env, const Options& options);
+  // Opens (with `flags`: MDB_CREATE or 0) every named DB; `failed` names the one that failed.
+  static lmdb::Res<void> open_dbs(lmdb::Txn& txn, unsigned flags, Dbs* dbs,
+                                  const char** failed = nullptr);
   static Result<StoreInit> init_store_txn(lmdb::Env& env, const Options& options, bool write_cap,
                                           int* lmdb_code);
   std::uint64_t now_ms() const;
