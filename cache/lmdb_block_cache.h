@@ -1,6 +1,6 @@
 #pragma once
 // The LMDB implementation of BlockCache (internal to cache/): a facade over the classes that
-// do the work, each with its own lock (the lock order is below):
+// do the work, one idea each, each with its own locks if any (their order is below):
 //   TxnEngine (txn_engine.h)       read and write txns, the map size, MDB_MAP_FULL handling
 //   Quota (quota.h; LruQuota)      recency, eviction, water marks, pins and leases, pending
 //                                  updates of reads

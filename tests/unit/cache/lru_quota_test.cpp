@@ -116,6 +116,12 @@ class LruQuotaTest : public ::testing::Test {
     return *quota_;
   }
   ContentId id(std::uint64_t n) { return testing::sha256_of(testing::make_bytes(16, n)); }
+  // Contents id(1), id(2), ... of 1000 bytes each, last accessed at `last_ms` in that order.
+  void add(std::initializer_list<std::uint64_t> last_ms) {
+    quota();
+    std::uint64_t n = 0;
+    for (std::uint64_t ms : last_ms) store_.add(id(++n), 1000, ms);
+  }
   std::size_t leases() {
     auto txn = lmdb::Txn::begin(env_, MDB_RDONLY);
     EXPECT_TRUE(txn);
@@ -143,10 +149,7 @@ TEST_F(LruQuotaTest, WaterMarksArePercentsOfTheCap) {
 
 TEST_F(LruQuotaTest, EvictsTheLeastRecentlyUsedFirst) {
   const ContentId a = id(1), b = id(2), c = id(3);
-  quota();
-  store_.add(a, 1000, 100);
-  store_.add(b, 1000, 300);
-  store_.add(c, 1000, 200);
+  add({100, 300, 200});
   auto r = quota().evict_until(2000);
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->bytes, 1000u);
@@ -154,15 +157,14 @@ TEST_F(LruQuotaTest, EvictsTheLeastRecentlyUsedFirst) {
   EXPECT_EQ(store_.purged, (std::vector<ContentId>{a}));
   ASSERT_TRUE(quota().evict_until(1000));
   EXPECT_EQ(store_.purged, (std::vector<ContentId>{a, c}));
+  EXPECT_TRUE(store_.contents.contains(b));  // the most recent
   EXPECT_EQ(store_.counters.evictions, 2u);
   EXPECT_EQ(store_.counters.evicted_bytes, 2000u);
 }
 
 TEST_F(LruQuotaTest, AReadMakesAContentRecentWithTheNextWriteTxn) {
   const ContentId a = id(1), b = id(2);
-  quota();
-  store_.add(a, 1000, 100);
-  store_.add(b, 1000, 200);
+  add({100, 200});
   quota().note_read(a, /*hits=*/3, /*misses=*/1, /*now_ms=*/300);
   EXPECT_EQ(quota().pending_counters().hits, 3u);
   store_.flush();
@@ -176,22 +178,18 @@ TEST_F(LruQuotaTest, AReadMakesAContentRecentWithTheNextWriteTxn) {
 
 TEST_F(LruQuotaTest, AMissAloneDoesNotMakeAContentRecent) {
   const ContentId a = id(1), b = id(2);
-  quota();
-  store_.add(a, 1000, 100);
-  store_.add(b, 1000, 200);
+  add({100, 200});
   quota().note_read(a, /*hits=*/0, /*misses=*/4, /*now_ms=*/300);
   store_.flush();
   EXPECT_EQ(store_.counters.misses, 4u);
   ASSERT_TRUE(quota().evict_until(1000));
   EXPECT_EQ(store_.purged, (std::vector<ContentId>{a}));
+  EXPECT_TRUE(store_.contents.contains(b));
 }
 
 TEST_F(LruQuotaTest, PinnedAndLeasedContentsAreNeverEvicted) {
   const ContentId a = id(1), b = id(2), c = id(3);
-  quota();
-  store_.add(a, 1000, 100);
-  store_.add(b, 1000, 200);
-  store_.add(c, 1000, 300);
+  add({100, 200, 300});
   ASSERT_TRUE(quota().pin(a));
   LruQuota other(store_, config_);  // another process: only its lease protects b here
   ASSERT_TRUE(other.pin(b));
@@ -210,8 +208,7 @@ TEST_F(LruQuotaTest, PinnedAndLeasedContentsAreNeverEvicted) {
 
 TEST_F(LruQuotaTest, AnExpiredLeaseProtectsNothingAndIsDeleted) {
   const ContentId a = id(1);
-  quota();
-  store_.add(a, 1000, 100);
+  add({100});
   {
     LruQuota crashed(store_, config_);  // pins, then never refreshes its lease
     ASSERT_TRUE(crashed.pin(a));
@@ -229,9 +226,7 @@ TEST_F(LruQuotaTest, AnExpiredLeaseProtectsNothingAndIsDeleted) {
 
 TEST_F(LruQuotaTest, APinOfThisProcessHoldsEvenPastItsLease) {
   const ContentId a = id(1), b = id(2);
-  quota();
-  store_.add(a, 1000, 100);
-  store_.add(b, 1000, 200);
+  add({100, 200});
   ASSERT_TRUE(quota().pin(a));
   store_.now_ms += 61'000;  // the lease expired (refresh_pins was not called)
   auto r = quota().evict_until(0);
@@ -245,8 +240,7 @@ TEST_F(LruQuotaTest, APinOfThisProcessHoldsEvenPastItsLease) {
 TEST_F(LruQuotaTest, RefreshPinsExtendsTheLeases) {
   const ContentId a = id(1);
   LruQuota other(store_, config_);
-  quota();
-  store_.add(a, 1000, 100);
+  add({100});
   ASSERT_TRUE(other.pin(a));
   store_.now_ms += 50'000;
   ASSERT_TRUE(other.refresh_pins());
@@ -259,8 +253,7 @@ TEST_F(LruQuotaTest, RefreshPinsExtendsTheLeases) {
 
 TEST_F(LruQuotaTest, PinsNestAndTheLastUnpinReleasesTheLeaseWithTheNextWriteTxn) {
   const ContentId a = id(1);
-  quota();
-  store_.add(a, 1000, 100);
+  add({100});
   ASSERT_TRUE(quota().pin(a));
   ASSERT_TRUE(quota().pin(a));
   quota().unpin(a);
@@ -276,8 +269,7 @@ TEST_F(LruQuotaTest, PinsNestAndTheLastUnpinReleasesTheLeaseWithTheNextWriteTxn)
 
 TEST_F(LruQuotaTest, AReleaseIsDroppedWhenTheContentIsPinnedAgainBeforeTheWriteTxn) {
   const ContentId a = id(1);
-  quota();
-  store_.add(a, 1000, 100);
+  add({100});
   ASSERT_TRUE(quota().pin(a));
   quota().unpin(a);
   ASSERT_TRUE(quota().pin(a));  // writes the lease again, then applies the release: kept
@@ -286,8 +278,7 @@ TEST_F(LruQuotaTest, AReleaseIsDroppedWhenTheContentIsPinnedAgainBeforeTheWriteT
 
 TEST_F(LruQuotaTest, PendingUpdatesGivenBackAreWrittenWithALaterTxn) {
   const ContentId a = id(1);
-  quota();
-  store_.add(a, 1000, 100);
+  add({100});
   quota().note_read(a, 2, 0, 500);
   Quota::Pending taken = quota().take_pending();
   EXPECT_EQ(quota().pending_counters(), Counters{});
