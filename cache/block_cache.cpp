@@ -1,17 +1,9 @@
-// BlockCache: opening (format record, cap, map size) and closing. The txn plumbing is in
-// transactions.cpp, the block read/write path in block_io.cpp, eviction and leases in
-// eviction.cpp, metadata and maintenance in maintenance.cpp.
+// LmdbBlockCache: the facade. Opening is in store_open.cpp, the txn plumbing in txn_engine.cpp,
+// the block read/write path in content_store.cpp, eviction and leases in lru_quota.cpp,
+// verification in content_verifier.cpp, metadata in metadata_records.cpp and the maintenance
+// calls in maintenance.cpp.
 
-#include <fcntl.h>
-#include <spdlog/spdlog.h>
-#include <sys/random.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <cstring>
-#include <system_error>
-#include <thread>
+#include <iterator>
 #include <utility>
 
 #include "cache/guard.h"
@@ -19,359 +11,121 @@
 
 namespace whfs::cache {
 
-namespace fs = std::filesystem;
-
-namespace {
-
-constexpr unsigned kEnvFlags = MDB_NOSYNC | MDB_NOTLS;
-constexpr std::size_t kIdleReadersPerShard = 1;  // 16 idle read txns at most
-
-std::uint64_t os_page() { return static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE)); }
-
-Unexpected<CacheError> format_error(const fs::path& dir, const std::string& found) {
-  return cache_error(CacheError::Kind::kFormat,
-                     "cache directory " + dir.string() + " holds " + found +
-                         ", not the format this wheelhouse-fs understands (" +
-                         std::string(kFormatName) +
-                         "); clear it with `wheelhouse cache clear "
-                         "--cache-dir " +
-                         dir.string() + "`");
-}
-
-Result<void> validate(const Options& o) {
-  auto bad = [](const std::string& m) {
-    return cache_error(CacheError::Kind::kInvalidArgument, m);
-  };
-  if (o.dir.empty()) return bad("cache: no directory given");
-  if (o.cap_bytes != 0 && o.cap_bytes < (std::uint64_t{1} << 20)) {
-    return bad("cache: the size cap must be at least 1 MiB");
-  }
-  if (o.block_pages == 0 || o.block_pages > 4096) return bad("cache: block_pages out of range");
-  if (o.low_water_percent == 0 || o.low_water_percent >= o.high_water_percent ||
-      o.high_water_percent > 100) {
-    return bad("cache: need 0 < low_water_percent < high_water_percent <= 100");
-  }
-  if (o.evict_batch_blocks == 0) return bad("cache: evict_batch_blocks must be positive");
-  return {};
-}
-
-}  // namespace
-
 const char* to_string(CacheError::Kind kind) {
-  switch (kind) {
-    case CacheError::Kind::kIo:
-      return "io";
-    case CacheError::Kind::kFormat:
-      return "format";
-    case CacheError::Kind::kFull:
-      return "full";
-    case CacheError::Kind::kCorrupt:
-      return "corrupt";
-    case CacheError::Kind::kLmdb:
-      return "lmdb";
-    case CacheError::Kind::kInvalidArgument:
-      return "invalid argument";
-    case CacheError::Kind::kAccess:
-      return "access";
-    case CacheError::Kind::kReadOnly:
-      return "read-only";
-    case CacheError::Kind::kBusy:
-      return "busy";
-  }
-  return "?";
+  // In the order of CacheError::Kind.
+  static constexpr const char* kNames[] = {
+      "io", "format", "full", "corrupt", "lmdb", "invalid argument", "access", "read-only", "busy"};
+  static_assert(std::size(kNames) == static_cast<std::size_t>(CacheError::Kind::kBusy) + 1);
+  const auto i = static_cast<std::size_t>(kind);
+  return i < std::size(kNames) ? kNames[i] : "?";
 }
 
-// ---- opening ---------------------------------------------------------------------------
+// ---- opening and closing ---------------------------------------------------------------
 
 Result<std::unique_ptr<BlockCache>> BlockCache::open(const Options& options) {
   return LmdbBlockCache::open(options);
 }
 
-Result<std::unique_ptr<BlockCache>> LmdbBlockCache::open(const Options& options) {
+Result<std::unique_ptr<BlockCache>> LmdbBlockCache::open(const Options& options,
+                                                         const QuotaFactory& make_quota) {
+  auto store = open_store(options);
+  if (!store) return Unexpected<CacheError>{store.error()};
   return guarded("cache open", [&]() -> Result<std::unique_ptr<BlockCache>> {
-    if (auto ok = validate(options); !ok) return Unexpected<CacheError>{ok.error()};
-    if (options.read_only || on_read_only_filesystem(options.dir)) return open_read_only(options);
-    const Session::Config sc{options.dir, options.boot_id_file, options.check_timeout,
-                             options.access, options.open_timeout};
-    for (int attempt = 0; attempt < 3; ++attempt) {
-      auto session = Session::acquire(sc);
-      if (!session) return Unexpected<CacheError>{session.error()};
-      // The CLI repairs nothing that a live mount uses: it says so instead.
-      const bool may_repair = options.repair || !session->in_use_by_others();
-      if (session->needs_check()) {
-        if (!may_repair) {
-          return cache_error(CacheError::Kind::kBusy,
-                             "cache " + options.dir.string() +
-                                 " needs a check after an unclean shutdown, and a mount uses "
-                                 "it: not checked (the next mount checks it)");
-        }
-        if (!session->check_store()) {
-          auto moved = session->move_aside("structure check failed after an unclean shutdown");
-          if (!moved) return Unexpected<CacheError>{moved.error()};
-          continue;
-        }
-      }
-      auto cache = open_once(options, *session);
-      if (cache || cache.error().kind != CacheError::Kind::kCorrupt) return cache;
-      if (!may_repair) {
-        return cache_error(CacheError::Kind::kCorrupt,
-                           cache.error().message + "; a mount uses it: not moved aside");
-      }
-      auto moved = session->move_aside(cache.error().message);
-      if (!moved) return Unexpected<CacheError>{moved.error()};
-    }
-    return cache_error(CacheError::Kind::kIo, "cache: cannot open " + options.dir.string());
+    return std::unique_ptr<BlockCache>(new LmdbBlockCache(options, std::move(*store), make_quota));
   });
 }
 
-Result<std::unique_ptr<BlockCache>> LmdbBlockCache::open_read_only(const Options& options) {
-  // Never written, locked or moved aside: no session, no cap, no map growth. On a read-only
-  // filesystem LMDB itself uses no lock file.
-  lmdb::Env::Config config;
-  config.map_size = 0;
-  config.max_dbs = 16;
-  config.max_readers = options.max_readers;
-  config.flags = MDB_RDONLY | MDB_NOTLS;
-  // A root daemon parses no data file that others than root (or the group) could have made.
-  if (auto ok = check_read_only_store(options.dir, options.access); !ok) {
-    return Unexpected<CacheError>{ok.error()};
-  }
-  auto env = lmdb::Env::open(options.dir.string(), config);
-  if (!env) {
-    return cache_error(CacheError::Kind::kLmdb,
-                       "read-only cache " + options.dir.string() + ": " + env.error().message());
-  }
-  auto init = init_read_only(*env, options);
-  if (!init) return Unexpected<CacheError>{init.error()};
-  return std::unique_ptr<BlockCache>(new LmdbBlockCache(
-      options, Session::read_only(options.dir), std::move(*env), *init, /*read_only=*/true));
-}
-
-Result<LmdbBlockCache::StoreInit> LmdbBlockCache::init_read_only(lmdb::Env& env,
-                                                                 const Options& options) {
-  auto fail = [&](const lmdb::Error& e) {
-    return cache_error(CacheError::Kind::kLmdb,
-                       "read-only cache " + options.dir.string() + ": " + e.message());
-  };
-  auto txn = lmdb::Txn::begin(env, MDB_RDONLY);
-  if (!txn) return fail(txn.error());
-  StoreInit init;
-  const std::pair<const char*, lmdb::Dbi*> dbs[] = {
-      {kMetaDb, &init.dbs.meta},         {kBlocksDb, &init.dbs.blocks},
-      {kContentsDb, &init.dbs.contents}, {kLruDb, &init.dbs.lru},
-      {kLeasesDb, &init.dbs.leases},     {kRevisionsDb, &init.dbs.revisions},
-      {kListingsDb, &init.dbs.listings}};
-  for (const auto& [name, dbi] : dbs) {
-    auto opened = txn->open_dbi(name, 0);
-    if (!opened)
-      return format_error(options.dir, "no wheelhouse-fs cache (" + std::string(name) + ")");
-    *dbi = *opened;
-  }
-  auto stored = txn->get(init.dbs.meta, lmdb::as_bytes(kFormatKey));
-  if (!stored) return fail(stored.error());
-  if (!*stored) return format_error(options.dir, "an LMDB store without a format");
-  auto format = decode_format(**stored);
-  if (!format || format->name != kFormatName || format->page_size != env.page_size() ||
-      format->block_size == 0) {
-    return format_error(options.dir, "another format");
-  }
-  init.geometry = BlockGeometry(format->block_size, format->page_size);
-  auto cap = txn->get(init.dbs.meta, lmdb::as_bytes(kCapKey));
-  if (!cap) return fail(cap.error());
-  init.cap = *cap ? decode_u64(**cap).value_or(Options::kDefaultCap) : Options::kDefaultCap;
-  // DB handles opened in a txn are usable by later txns only once it commits (read-only too).
-  if (auto ok = txn->commit(); !ok) return fail(ok.error());
-  return init;
-}
-
-Result<std::unique_ptr<BlockCache>> LmdbBlockCache::open_once(const Options& options,
-                                                              Session& session) {
-  // LMDB opens its files by name (and refuses what is not a regular file with one link, our
-  // patch in third_party/lmdb): say clearly what is wrong before it does.
-  struct stat data {};
-  auto exists = check_cache_entry(session.dir_fd(), options.dir, "data.mdb", &data);
-  if (!exists) return Unexpected<CacheError>{exists.error()};
-  if (auto lock = check_cache_entry(session.dir_fd(), options.dir, "lock.mdb"); !lock) {
-    return Unexpected<CacheError>{lock.error()};
-  }
-  auto claims = open_cache_file(session.dir_fd(), options.dir, "downloads.lock", O_RDWR | O_CREAT,
-                                options.access);
-  if (!claims && claims.error().kind == CacheError::Kind::kAccess) {
-    return Unexpected<CacheError>{claims.error()};
-  }
-  lmdb::Env::Config config;
-  // An existing store keeps its recorded map size until its cap is known (init_store).
-  const std::uint64_t cap = options.cap_bytes ? options.cap_bytes : Options::kDefaultCap;
-  config.map_size =
-      options.cap_bytes || !*exists || data.st_size == 0 ? put_map_size(cap, os_page()) : 0;
-  config.max_dbs = 16;
-  config.max_readers = options.max_readers;
-  config.flags = kEnvFlags;
-  config.mode = file_mode(options.access);
-  auto env = lmdb::Env::open(options.dir.string(), config);
-  if (!env) {
-    const lmdb::Error& e = env.error();
-    if (e.code == MDB_VERSION_MISMATCH) {
-      return format_error(options.dir, "an LMDB store of another LMDB version");
-    }
-    const auto kind = e.is_corruption() ? CacheError::Kind::kCorrupt : CacheError::Kind::kLmdb;
-    return cache_error(kind, "cache " + options.dir.string() + ": " + e.message());
-  }
-  for (const char* name : {"data.mdb", "lock.mdb"}) {
-    // The mode of the policy whatever the umask (or an older version) gave them.
-    auto ok = restrict_cache_entry(session.dir_fd(), options.dir, name, options.access);
-    if (!ok && ok.error().kind == CacheError::Kind::kAccess) {
-      return Unexpected<CacheError>{ok.error()};
-    }
-  }
-  {
-    ProcessLockGuard slots(session.reader_table(), Clock::now() + options.lock_timeout);
-    if (slots.owns()) env->reader_check();  // slots of processes that died holding a read txn
-  }
-  auto init = init_store(*env, options, session);
-  if (!init) return Unexpected<CacheError>{init.error()};
-  if (auto ok = session.mark_open(); !ok) return Unexpected<CacheError>{ok.error()};
-  // Without downloads.lock (not ours to open, say) daemons merely do not share downloads.
-  const int claims_fd = claims ? claims->release() : -1;
-  return std::unique_ptr<BlockCache>(
-      new LmdbBlockCache(options, std::move(session), std::move(*env), *init, false, claims_fd));
-}
-
-Result<LmdbBlockCache::StoreInit> LmdbBlockCache::init_store(lmdb::Env& env, const Options& options,
-                                                             Session& session) {
-  bool write_cap = true;
-  for (int attempt = 0; attempt < 4; ++attempt) {
-    int code = 0;
-    Result<StoreInit> init = cache_error(
-        CacheError::Kind::kBusy,
-        "cache " + options.dir.string() + ": another process holds its write lock (stopped?)");
-    {
-      ProcessLockGuard writer(session.writer(), Clock::now() + options.open_timeout);
-      if (writer.owns()) init = init_store_txn(env, options, write_cap, &code);
-    }
-    if (code == MDB_MAP_RESIZED) {
-      // Another process grew the data file past our map; no txn of ours is active.
-      (void)env.set_map_size(0);
-    } else if (code == MDB_MAP_FULL) {
-      write_cap = false;  // a full store still opens; the new cap is applied in memory
-    } else {
-      if (!init) return init;
-      // The recorded cap decides (LMDB rounds up to the pages in use, never truncates).
-      if (auto map = put_map_size(init->cap, env.page_size()); map != env.map_size()) {
-        if (auto ok = env.set_map_size(map); !ok) {
-          return cache_error(CacheError::Kind::kLmdb, "cache: " + ok.error().message());
-        }
-      }
-      return init;
-    }
-  }
-  return cache_error(CacheError::Kind::kLmdb, "cache: cannot initialise " + options.dir.string());
-}
-
-Result<LmdbBlockCache::StoreInit> LmdbBlockCache::init_store_txn(lmdb::Env& env,
-                                                                 const Options& options,
-                                                                 bool write_cap, int* lmdb_code) {
-  const std::string dir = options.dir.string();
-  auto fail = [&](const lmdb::Error& e) {
-    *lmdb_code = e.code;
-    const auto kind = e.is_corruption() ? CacheError::Kind::kCorrupt : CacheError::Kind::kLmdb;
-    return cache_error(kind, "cache " + dir + ": " + e.message());
-  };
-  auto txn = lmdb::Txn::begin(env, 0);
-  if (!txn) return fail(txn.error());
-  auto main = txn->stat(lmdb::Dbi{1});  // MAIN_DBI: holds one entry per named DB
-  if (!main) return fail(main.error());
-  StoreInit init;
-  const std::pair<const char*, lmdb::Dbi*> dbs[] = {
-      {kMetaDb, &init.dbs.meta},         {kBlocksDb, &init.dbs.blocks},
-      {kContentsDb, &init.dbs.contents}, {kLruDb, &init.dbs.lru},
-      {kLeasesDb, &init.dbs.leases},     {kRevisionsDb, &init.dbs.revisions},
-      {kListingsDb, &init.dbs.listings}};
-  for (const auto& [name, dbi] : dbs) {
-    auto opened = txn->open_dbi(name, MDB_CREATE);
-    if (!opened) {
-      if (opened.error().code == MDB_INCOMPATIBLE)
-        return format_error(options.dir, "another store");
-      return fail(opened.error());
-    }
-    *dbi = *opened;
-  }
-  auto stored = txn->get(init.dbs.meta, lmdb::as_bytes(kFormatKey));
-  if (!stored) return fail(stored.error());
-  FormatRecord format;
-  if (!*stored) {
-    if (main->ms_entries != 0) return format_error(options.dir, "an LMDB store without a format");
-    format.page_size = static_cast<std::uint32_t>(env.page_size());
-    format.block_size = BlockGeometry::payload_for_pages(options.block_pages, format.page_size);
-    format.created_ms =
-        static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                       std::chrono::system_clock::now().time_since_epoch())
-                                       .count());
-    auto put = txn->put(init.dbs.meta, lmdb::as_bytes(kFormatKey), lmdb::as_bytes(encode(format)));
-    if (!put) return fail(put.error());
-  } else {
-    auto decoded = decode_format(**stored);
-    if (!decoded) return cache_error(CacheError::Kind::kCorrupt, "unreadable format record");
-    if (decoded->name != kFormatName)
-      return format_error(options.dir, "format '" + decoded->name + "'");
-    format = *decoded;
-    if (format.page_size != env.page_size() || format.block_size == 0) {
-      return format_error(options.dir, "a store made for another page size");
-    }
-  }
-  init.geometry = BlockGeometry(format.block_size, format.page_size);
-
-  auto cap = txn->get(init.dbs.meta, lmdb::as_bytes(kCapKey));
-  if (!cap) return fail(cap.error());
-  const std::uint64_t stored_cap = *cap ? decode_u64(**cap).value_or(0) : 0;
-  init.cap = options.cap_bytes ? options.cap_bytes : stored_cap ? stored_cap : Options::kDefaultCap;
-  if (write_cap && init.cap != stored_cap) {
-    auto put =
-        txn->put(init.dbs.meta, lmdb::as_bytes(kCapKey), lmdb::as_bytes(encode_u64(init.cap)));
-    if (!put) return fail(put.error());
-  }
-  if (auto ok = txn->commit(); !ok) return fail(ok.error());
-  return init;
-}
-
-LmdbBlockCache::LmdbBlockCache(Options options, Session session, lmdb::Env env,
-                               const StoreInit& init, bool read_only, int downloads_fd)
+LmdbBlockCache::LmdbBlockCache(Options options, OpenedStore store, const QuotaFactory& make_quota)
     : options_(std::move(options)),
-      session_(std::move(session)),
-      env_(std::move(env)),
-      dbs_(init.dbs),
-      geometry_(init.geometry),
-      read_only_(read_only),
-      readers_(env_, dbs_.blocks, kIdleReadersPerShard, options_.max_readers_per_process,
-               session_.reader_table(), options_.lock_timeout),
-      cap_bytes_(init.cap),
-      downloads_fd_(downloads_fd) {
-  if (::getrandom(holder_.data(), holder_.size(), 0) != static_cast<ssize_t>(holder_.size())) {
-    // Only uniqueness matters; fall back to something process-unique.
-    const auto seed = static_cast<std::uint64_t>(::getpid()) ^ now_ms();
-    for (std::size_t i = 0; i < holder_.size(); ++i) holder_[i] = seed >> (i % 8 * 8) & 0xff;
-  }
+      session_(std::move(store.session)),
+      geometry_(store.init.geometry),
+      read_only_(store.read_only),
+      engine_(options_, session_, std::move(store.env), store.init.dbs, geometry_, store.init.cap,
+              read_only_),
+      hashes_(engine_, geometry_, read_only_),
+      contents_(engine_, hashes_, geometry_, read_only_),
+      verifier_(engine_, contents_, hashes_, geometry_, read_only_),
+      metadata_(engine_),
+      claims_(store.downloads_fd) {
+  const LruQuota::Config config = LruQuota::config_of(options_, store.init.dbs);
+  quota_ =
+      make_quota ? make_quota(contents_, config) : std::make_unique<LruQuota>(contents_, config);
+  engine_.set_quota(quota_.get());
+  contents_.set_quota(quota_.get());
 }
 
 LmdbBlockCache::~LmdbBlockCache() {
   if (!read_only_) (void)flush();
-  readers_.clear();
+  engine_.close_readers();
   if (!read_only_) session_.close_clean();
-  if (downloads_fd_ >= 0) ::close(downloads_fd_);
 }
 
-std::uint64_t LmdbBlockCache::now_ms() const {
-  const auto t = options_.clock ? options_.clock() : std::chrono::system_clock::now();
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count());
+Result<void> LmdbBlockCache::flush() {
+  if (read_only_) return {};
+  return guarded("cache flush", [&]() -> Result<void> {
+    if (auto ok = engine_.write(0, [](WriteScope&) -> lmdb::Res<void> { return {}; }); !ok) {
+      return ok;
+    }
+    return engine_.sync();
+  });
 }
 
-std::uint64_t LmdbBlockCache::high_water() const {
-  return cap_bytes_.load() / 100 * options_.high_water_percent;
+// ---- verification ----------------------------------------------------------------------
+
+Result<ContentState> LmdbBlockCache::verify_content(const ContentId& id,
+                                                    std::uint64_t content_size) {
+  return guarded("cache verify", [&] { return verifier_.verify(id, content_size, false); });
 }
 
-std::uint64_t LmdbBlockCache::low_water() const {
-  return cap_bytes_.load() / 100 * options_.low_water_percent;
+Result<ContentState> LmdbBlockCache::recheck_content(const ContentId& id,
+                                                     std::uint64_t content_size) {
+  return guarded("cache recheck", [&] { return verifier_.verify(id, content_size, true); });
+}
+
+// ---- pins and eviction -----------------------------------------------------------------
+
+Result<void> LmdbBlockCache::pin(const ContentId& id) {
+  if (read_only_) return {};  // nothing is ever evicted from a read-only cache
+  return quota_->pin(id);
+}
+
+void LmdbBlockCache::unpin(const ContentId& id) {
+  if (!read_only_) quota_->unpin(id);
+}
+
+Result<void> LmdbBlockCache::refresh_pins() {
+  if (read_only_) return {};
+  return quota_->refresh_pins();
+}
+
+Result<std::uint64_t> LmdbBlockCache::evict_to(std::uint64_t target_bytes) {
+  return guarded("cache evict", [&]() -> Result<std::uint64_t> {
+    auto r = quota_->evict_until(target_bytes);
+    if (!r) return Unexpected<CacheError>{r.error()};
+    return r->bytes;
+  });
+}
+
+Result<bool> LmdbBlockCache::evict(const ContentId& id) {
+  return guarded("cache evict", [&]() -> Result<bool> {
+    bool existed = false;
+    auto ok = engine_.write(
+        0,
+        [&](WriteScope& s) -> lmdb::Res<void> {
+          const std::uint64_t before = s.usage.footprint_bytes;
+          auto r = contents_.purge(s, id);
+          if (!r) return Unexpected<lmdb::Error>{r.error()};
+          existed = *r;
+          if (existed) {
+            ++s.counters.evictions;
+            s.counters.evicted_bytes += before - s.usage.footprint_bytes;
+          }
+          return {};
+        },
+        /*evicting=*/true);
+    if (!ok) return Unexpected<CacheError>{ok.error()};
+    return existed;
+  });
 }
 
 }  // namespace whfs::cache

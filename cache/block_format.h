@@ -1,6 +1,7 @@
 #pragma once
-// Internal to the cache's block code (block_io.cpp: reads and puts; verification.cpp: running
-// hashes and whole-content checks): the stored block format and small helpers.
+// Internal to the cache's block code (content_store.cpp: reads and puts; running_hashes.cpp and
+// content_verifier.cpp: running hashes and whole-content checks): the stored block format and
+// small helpers.
 
 #include <cstddef>
 #include <cstdint>

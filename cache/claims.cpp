@@ -1,4 +1,4 @@
-// BlockCache: download claims between the processes sharing a cache directory.
+// DownloadClaims: download claims between the processes sharing a cache directory.
 //
 // One OFD lock per content on a byte of `downloads.lock` picked by the content id: the kernel
 // drops it when its process dies (kill -9 included), in any PID namespace, and a claim costs
@@ -11,7 +11,7 @@
 #include <cstring>
 #include <functional>
 
-#include "cache/lmdb_block_cache.h"
+#include "cache/download_claims.h"
 
 namespace whfs::cache {
 namespace {
@@ -44,9 +44,13 @@ off_t claim_byte(const ContentId& id) {
 
 }  // namespace
 
-Result<std::unique_ptr<BlockStore::DownloadClaim>> LmdbBlockCache::claim_download(
-    const ContentId& id) {
-  if (downloads_fd_ < 0) {
+DownloadClaims::~DownloadClaims() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Result<std::unique_ptr<BlockStore::DownloadClaim>> DownloadClaims::claim(const ContentId& id) {
+  using DownloadClaim = BlockStore::DownloadClaim;
+  if (fd_ < 0) {
     // A read-only cache (nothing is downloaded into it), or no claims file: no coordination.
     return std::make_unique<DownloadClaim>();
   }
@@ -56,8 +60,8 @@ Result<std::unique_ptr<BlockStore::DownloadClaim>> LmdbBlockCache::claim_downloa
   fl.l_whence = SEEK_SET;
   fl.l_start = byte;
   fl.l_len = 1;
-  if (::fcntl(downloads_fd_, F_OFD_SETLK, &fl) == 0) {
-    return std::unique_ptr<DownloadClaim>(new OfdClaim(downloads_fd_, byte));
+  if (::fcntl(fd_, F_OFD_SETLK, &fl) == 0) {
+    return std::unique_ptr<DownloadClaim>(new OfdClaim(fd_, byte));
   }
   if (errno == EAGAIN || errno == EACCES) return std::unique_ptr<DownloadClaim>();
   return cache_error(CacheError::Kind::kIo,

@@ -39,6 +39,12 @@ struct Error {
 template <class T>
 using Res = Expected<T, Error>;
 
+// The error of a failed Res (of any type) as one of another type: `return lmdb::fail(r);`.
+template <class R>
+Unexpected<Error> fail(const R& failed) {
+  return {failed.error()};
+}
+
 inline Bytes as_bytes(std::string_view s) {
   return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
 }

@@ -1,5 +1,5 @@
-// BlockCache: persisted metadata (revisions, listings) and the maintenance calls of the CLI
-// (stats, list, verify_all, clear). All of them work while other processes use the cache.
+// LmdbBlockCache: the maintenance calls of the CLI (stats, list, verify_all, clear). All of
+// them work while other processes use the cache.
 
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
@@ -11,125 +11,16 @@
 
 namespace whfs::cache {
 
-namespace {
-template <class E>
-Unexpected<lmdb::Error> lmdb_fail(const E& e) {
-  return {e.error()};
-}
-}  // namespace
-
-// ---- metadata --------------------------------------------------------------------------
-
-Result<void> LmdbBlockCache::put_revision(std::string_view endpoint, std::string_view repo,
-                                          std::string_view rev, std::string_view commit,
-                                          std::chrono::system_clock::time_point resolved_at) {
-  return guarded("cache put_revision", [&]() -> Result<void> {
-    const MetadataKey key = metadata_key({endpoint, repo, rev});
-    const std::string value = encode_revision(key, {std::string(commit), resolved_at});
-    return write(0, [&](WriteScope& s) {
-      return s.txn.put(dbs_.revisions, lmdb::as_bytes(key.key), lmdb::as_bytes(value));
-    });
-  });
-}
-
-Result<std::optional<RevisionRecord>> LmdbBlockCache::get_revision(std::string_view endpoint,
-                                                                   std::string_view repo,
-                                                                   std::string_view rev) {
-  using Out = Result<std::optional<RevisionRecord>>;
-  return guarded("cache get_revision", [&]() -> Out {
-    const MetadataKey key = metadata_key({endpoint, repo, rev});
-    std::optional<RevisionRecord> out;
-    bool garbage = false;
-    auto ok = read([&](ReadTxnPool::Reader& rd) -> lmdb::Res<void> {
-      auto v = rd.txn.get(dbs_.revisions, lmdb::as_bytes(key.key));
-      if (!v) return lmdb_fail(v);
-      if (*v) {
-        out = decode_revision(**v, key);
-        garbage = !out;
-      }
-      return {};
-    });
-    if (!ok) return Unexpected<CacheError>{ok.error()};
-    if (garbage) spdlog::warn("cache: unreadable revision record for {}@{} ignored", repo, rev);
-    return out;
-  });
-}
-
-Result<void> LmdbBlockCache::put_listing(std::string_view endpoint, std::string_view repo,
-                                         std::string_view commit, std::string_view folder,
-                                         const std::vector<RemoteEntry>& entries) {
-  return guarded("cache put_listing", [&]() -> Result<void> {
-    const MetadataKey key = metadata_key({endpoint, repo, commit, folder});
-    const std::string value = encode_listing(key, entries);
-    return write(value.size(), [&](WriteScope& s) {
-      return s.txn.put(dbs_.listings, lmdb::as_bytes(key.key), lmdb::as_bytes(value));
-    });
-  });
-}
-
-Result<std::optional<std::vector<RemoteEntry>>> LmdbBlockCache::get_listing(
-    std::string_view endpoint, std::string_view repo, std::string_view commit,
-    std::string_view folder) {
-  using Out = Result<std::optional<std::vector<RemoteEntry>>>;
-  return guarded("cache get_listing", [&]() -> Out {
-    const MetadataKey key = metadata_key({endpoint, repo, commit, folder});
-    std::optional<std::vector<RemoteEntry>> out;
-    bool garbage = false;
-    auto ok = read([&](ReadTxnPool::Reader& rd) -> lmdb::Res<void> {
-      auto v = rd.txn.get(dbs_.listings, lmdb::as_bytes(key.key));
-      if (!v) return lmdb_fail(v);
-      if (*v) {
-        out = decode_listing(**v, key);
-        garbage = !out;
-      }
-      return {};
-    });
-    if (!ok) return Unexpected<CacheError>{ok.error()};
-    if (garbage) {
-      spdlog::warn("cache: unreadable listing of {}@{}:{} ignored", repo, commit, folder);
-    }
-    return out;
-  });
-}
-
-Result<void> LmdbBlockCache::put_wheel_metadata(std::string_view content_id,
-                                                const WheelMetadataRecord& record) {
-  return guarded("cache put_wheel_metadata", [&]() -> Result<void> {
-    const MetadataKey key = wheel_metadata_key(content_id);
-    const std::string value = encode_wheel_metadata(key, record);
-    return write(value.size(), [&](WriteScope& s) {
-      return s.txn.put(dbs_.listings, lmdb::as_bytes(key.key), lmdb::as_bytes(value));
-    });
-  });
-}
-
-Result<std::optional<WheelMetadataRecord>> LmdbBlockCache::get_wheel_metadata(
-    std::string_view content_id) {
-  using Out = Result<std::optional<WheelMetadataRecord>>;
-  return guarded("cache get_wheel_metadata", [&]() -> Out {
-    const MetadataKey key = wheel_metadata_key(content_id);
-    std::optional<WheelMetadataRecord> out;
-    auto ok = read([&](ReadTxnPool::Reader& rd) -> lmdb::Res<void> {
-      auto v = rd.txn.get(dbs_.listings, lmdb::as_bytes(key.key));
-      if (!v) return lmdb_fail(v);
-      if (*v) out = decode_wheel_metadata(**v, key);
-      return {};
-    });
-    if (!ok) return Unexpected<CacheError>{ok.error()};
-    return out;
-  });
-}
-
 // ---- maintenance -----------------------------------------------------------------------
 
 Result<CacheStats> LmdbBlockCache::stats() {
   return guarded("cache stats", [&]() -> Result<CacheStats> {
     CacheStats st;
-    auto ok = read([&](ReadTxnPool::Reader& rd) -> lmdb::Res<void> {
+    auto ok = engine_.read([&](ReadTxnPool::Reader& rd) -> lmdb::Res<void> {
       for (auto [key, apply] :
            {std::pair<std::string_view, int>{kUsageKey, 0}, {kCountersKey, 1}, {kCapKey, 2}}) {
-        auto v = rd.txn.get(dbs_.meta, lmdb::as_bytes(key));
-        if (!v) return lmdb_fail(v);
+        auto v = rd.txn.get(engine_.dbs().meta, lmdb::as_bytes(key));
+        if (!v) return lmdb::fail(v);
         if (!*v) continue;
         if (apply == 0) st.usage = decode_usage(**v).value_or(Usage{});
         if (apply == 1) st.counters = decode_counters(**v).value_or(Counters{});
@@ -138,11 +29,8 @@ Result<CacheStats> LmdbBlockCache::stats() {
       return {};
     });
     if (!ok) return Unexpected<CacheError>{ok.error()};
-    for (PendingShard& shard : pending_) {
-      std::lock_guard lk(shard.mu);
-      st.counters += shard.pending.counters;
-    }
-    st.map_bytes = env_.map_size();
+    st.counters += quota_->pending_counters();
+    st.map_bytes = engine_.map_size();
     st.block_size = block_size();
     struct stat sb {};
     if (::lstat((options_.dir / "data.mdb").c_str(), &sb) == 0) {
@@ -156,12 +44,12 @@ Result<CacheStats> LmdbBlockCache::stats() {
 Result<std::vector<ContentInfo>> LmdbBlockCache::list_contents() {
   return guarded("cache list", [&]() -> Result<std::vector<ContentInfo>> {
     std::vector<ContentInfo> out;
-    auto ok = read([&](ReadTxnPool::Reader& rd) -> lmdb::Res<void> {
+    auto ok = engine_.read([&](ReadTxnPool::Reader& rd) -> lmdb::Res<void> {
       out.clear();
-      auto cur = lmdb::Cursor::open(rd.txn, dbs_.contents);
-      if (!cur) return lmdb_fail(cur);
+      auto cur = lmdb::Cursor::open(rd.txn, engine_.dbs().contents);
+      if (!cur) return lmdb::fail(cur);
       for (auto e = cur->first();; e = cur->next()) {
-        if (!e) return lmdb_fail(e);
+        if (!e) return lmdb::fail(e);
         if (!*e) return {};
         const auto id = content_id_from_key((*e)->key);
         const auto rec = decode_content((*e)->value);
@@ -189,7 +77,7 @@ Result<VerifyReport> LmdbBlockCache::verify_all() {
         continue;
       }
       ++report.checked;
-      auto r = verify(c.id, c.size, /*force=*/true);
+      auto r = verifier_.verify(c.id, c.size, /*force=*/true);
       if (!r && r.error().kind == CacheError::Kind::kCorrupt) {
         ++report.corrupt;
       } else if (!r) {
@@ -205,11 +93,11 @@ Result<VerifyReport> LmdbBlockCache::verify_all() {
 
 Result<void> LmdbBlockCache::clear() {
   return guarded("cache clear", [&]() -> Result<void> {
-    return write(
+    return engine_.write(
         0,
         [&](WriteScope& s) -> lmdb::Res<void> {
-          for (lmdb::Dbi dbi :
-               {dbs_.blocks, dbs_.contents, dbs_.lru, dbs_.revisions, dbs_.listings}) {
+          for (lmdb::Dbi dbi : {engine_.dbs().blocks, engine_.dbs().contents, engine_.dbs().lru,
+                                engine_.dbs().revisions, engine_.dbs().listings}) {
             if (auto r = s.txn.clear(dbi); !r) return r;
           }
           s.usage = Usage{};

@@ -166,15 +166,45 @@ std::optional<FormatRecord> decode_format(std::span<const std::byte> v) {
   return f;
 }
 
+namespace {
+// Each record's fields in their order on disk: one list serves the encoder and the decoder.
+constexpr std::uint32_t ContentRecord::*kContentU32Fields[] = {
+    &ContentRecord::present, &ContentRecord::total, &ContentRecord::epoch};
+constexpr std::uint64_t ContentRecord::*kContentU64Fields[] = {&ContentRecord::size,
+                                                               &ContentRecord::last_access_ms};
+constexpr std::uint64_t Usage::*kUsageFields[] = {&Usage::blocks, &Usage::contents,
+                                                  &Usage::footprint_bytes, &Usage::payload_bytes};
+constexpr std::uint64_t Counters::*kCounterFields[] = {
+    &Counters::hits,          &Counters::misses,         &Counters::evictions,
+    &Counters::evicted_bytes, &Counters::corrupt_blocks, &Counters::corrupt_contents};
+
+// A version byte, then the u64 fields of `rec`.
+template <class T, std::size_t N>
+std::string encode_u64_fields(const T& rec, std::uint64_t T::*const (&fields)[N]) {
+  ByteWriter w;
+  w.u8(kRecordVersion);
+  for (auto f : fields) w.u64(rec.*f);
+  return w.take();
+}
+
+template <class T, std::size_t N>
+std::optional<T> decode_u64_fields(std::span<const std::byte> v,
+                                   std::uint64_t T::*const (&fields)[N]) {
+  ByteReader r(v);
+  T rec;
+  if (r.u8() != kRecordVersion) return std::nullopt;
+  for (auto f : fields) rec.*f = r.u64();
+  if (!r.done()) return std::nullopt;
+  return rec;
+}
+}  // namespace
+
 std::string encode(const ContentRecord& c) {
   ByteWriter w;
   w.u8(kRecordVersion);
   w.u8(c.verified ? kVerifiedFlag : 0);
-  w.u32(c.present);
-  w.u32(c.total);
-  w.u32(c.epoch);
-  w.u64(c.size);
-  w.u64(c.last_access_ms);
+  for (auto f : kContentU32Fields) w.u32(c.*f);
+  for (auto f : kContentU64Fields) w.u64(c.*f);
   return w.take();
 }
 
@@ -183,67 +213,27 @@ std::optional<ContentRecord> decode_content(std::span<const std::byte> v) {
   ContentRecord c;
   if (r.u8() != kRecordVersion) return std::nullopt;
   c.verified = (r.u8() & kVerifiedFlag) != 0;
-  c.present = r.u32();
-  c.total = r.u32();
-  c.epoch = r.u32();
-  c.size = r.u64();
-  c.last_access_ms = r.u64();
+  for (auto f : kContentU32Fields) c.*f = r.u32();
+  for (auto f : kContentU64Fields) c.*f = r.u64();
   if (!r.done() || c.present > c.total) return std::nullopt;
   return c;
 }
 
-std::string encode(const Usage& u) {
-  ByteWriter w;
-  w.u8(kRecordVersion);
-  w.u64(u.blocks);
-  w.u64(u.contents);
-  w.u64(u.footprint_bytes);
-  w.u64(u.payload_bytes);
-  return w.take();
-}
+std::string encode(const Usage& u) { return encode_u64_fields(u, kUsageFields); }
 
 std::optional<Usage> decode_usage(std::span<const std::byte> v) {
-  ByteReader r(v);
-  Usage u;
-  if (r.u8() != kRecordVersion) return std::nullopt;
-  u.blocks = r.u64();
-  u.contents = r.u64();
-  u.footprint_bytes = r.u64();
-  u.payload_bytes = r.u64();
-  if (!r.done()) return std::nullopt;
-  return u;
+  return decode_u64_fields(v, kUsageFields);
 }
 
 Counters& Counters::operator+=(const Counters& o) {
-  hits += o.hits;
-  misses += o.misses;
-  evictions += o.evictions;
-  evicted_bytes += o.evicted_bytes;
-  corrupt_blocks += o.corrupt_blocks;
-  corrupt_contents += o.corrupt_contents;
+  for (auto f : kCounterFields) this->*f += o.*f;
   return *this;
 }
 
-std::string encode(const Counters& c) {
-  ByteWriter w;
-  w.u8(kRecordVersion);
-  for (std::uint64_t v :
-       {c.hits, c.misses, c.evictions, c.evicted_bytes, c.corrupt_blocks, c.corrupt_contents}) {
-    w.u64(v);
-  }
-  return w.take();
-}
+std::string encode(const Counters& c) { return encode_u64_fields(c, kCounterFields); }
 
 std::optional<Counters> decode_counters(std::span<const std::byte> v) {
-  ByteReader r(v);
-  Counters c;
-  if (r.u8() != kRecordVersion) return std::nullopt;
-  for (std::uint64_t* f : {&c.hits, &c.misses, &c.evictions, &c.evicted_bytes, &c.corrupt_blocks,
-                           &c.corrupt_contents}) {
-    *f = r.u64();
-  }
-  if (!r.done()) return std::nullopt;
-  return c;
+  return decode_u64_fields(v, kCounterFields);
 }
 
 std::string encode_u64(std::uint64_t v) {

@@ -56,47 +56,4 @@ Result<std::optional<ContentState>> TieredCache::content_state(const ContentId& 
   return from_lower(id) ? lower_->content_state(id) : upper_->content_state(id);
 }
 
-Result<void> TieredCache::put_revision(std::string_view endpoint, std::string_view repo,
-                                       std::string_view rev, std::string_view commit,
-                                       std::chrono::system_clock::time_point resolved_at) {
-  return upper_->put_revision(endpoint, repo, rev, commit, resolved_at);
-}
-
-Result<std::optional<RevisionRecord>> TieredCache::get_revision(std::string_view endpoint,
-                                                                std::string_view repo,
-                                                                std::string_view rev) {
-  auto up = upper_->get_revision(endpoint, repo, rev);
-  if (up && *up) return up;
-  return lower_->get_revision(endpoint, repo, rev);
-}
-
-Result<void> TieredCache::put_listing(std::string_view endpoint, std::string_view repo,
-                                      std::string_view commit, std::string_view folder,
-                                      const std::vector<RemoteEntry>& entries) {
-  return upper_->put_listing(endpoint, repo, commit, folder, entries);
-}
-
-Result<std::optional<std::vector<RemoteEntry>>> TieredCache::get_listing(std::string_view endpoint,
-                                                                         std::string_view repo,
-                                                                         std::string_view commit,
-                                                                         std::string_view folder) {
-  auto up = upper_->get_listing(endpoint, repo, commit, folder);
-  if (up && *up) return up;
-  return lower_->get_listing(endpoint, repo, commit, folder);
-}
-
-Result<void> TieredCache::put_wheel_metadata(std::string_view content_id,
-                                             const WheelMetadataRecord& record) {
-  return upper_->put_wheel_metadata(content_id, record);
-}
-
-Result<std::optional<WheelMetadataRecord>> TieredCache::get_wheel_metadata(
-    std::string_view content_id) {
-  auto up = upper_->get_wheel_metadata(content_id);
-  if (up && *up && (*up)->verified) return up;
-  auto low = lower_->get_wheel_metadata(content_id);
-  if (low && *low) return low;
-  return up;
-}
-
 }  // namespace whfs::cache

@@ -15,10 +15,11 @@
 #include <unordered_set>
 
 #include "cache/block_cache.h"
+#include "cache/metadata_tiers.h"
 
 namespace whfs::cache {
 
-class TieredCache final : public BlockCache {
+class TieredCache final : public MetadataTiers {
  public:
   // `lower` is read-only; `upper` is writable and has the same block size.
   TieredCache(std::unique_ptr<BlockCache> lower, std::unique_ptr<BlockCache> upper);
@@ -38,24 +39,6 @@ class TieredCache final : public BlockCache {
     return upper_->claim_download(id);
   }
 
-  Result<void> put_revision(std::string_view endpoint, std::string_view repo, std::string_view rev,
-                            std::string_view commit,
-                            std::chrono::system_clock::time_point resolved_at) override;
-  Result<std::optional<RevisionRecord>> get_revision(std::string_view endpoint,
-                                                     std::string_view repo,
-                                                     std::string_view rev) override;
-  Result<void> put_listing(std::string_view endpoint, std::string_view repo,
-                           std::string_view commit, std::string_view folder,
-                           const std::vector<RemoteEntry>& entries) override;
-  Result<std::optional<std::vector<RemoteEntry>>> get_listing(std::string_view endpoint,
-                                                              std::string_view repo,
-                                                              std::string_view commit,
-                                                              std::string_view folder) override;
-  Result<void> put_wheel_metadata(std::string_view content_id,
-                                  const WheelMetadataRecord& record) override;
-  Result<std::optional<WheelMetadataRecord>> get_wheel_metadata(
-      std::string_view content_id) override;
-
   // Maintenance is the upper tier's: the lower one is not this mount's to change.
   Result<void> refresh_pins() override { return upper_->refresh_pins(); }
   Result<void> flush() override { return upper_->flush(); }
@@ -72,6 +55,9 @@ class TieredCache final : public BlockCache {
   bool in_use_by_others() const override { return upper_->in_use_by_others(); }
 
  private:
+  // Metadata: the upper tier's, then the lower one's (metadata_tiers.h).
+  MetadataStore& writable_metadata() override { return *upper_; }
+  MetadataStore* lower_metadata() override { return lower_.get(); }
   // The lower tier holds the whole content and it has not failed its hash here.
   bool from_lower(const ContentId& id);
   void lower_is_bad(const ContentId& id);

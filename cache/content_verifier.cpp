@@ -1,5 +1,6 @@
-// BlockCache: the running hash of a content's blocks as they arrive in order, and the
-// verification of a whole content against its hash.
+// ContentVerifier: the verification of a whole content against its hash.
+
+#include "cache/content_verifier.h"
 
 #include <spdlog/spdlog.h>
 
@@ -7,105 +8,16 @@
 #include <cstring>
 
 #include "cache/block_format.h"
-#include "cache/guard.h"
-#include "cache/lmdb_block_cache.h"
 #include "fs/common/hash.h"
 
 namespace whfs::cache {
 
-// ---- running hash ------------------------------------------------------------------------
-
-void LmdbBlockCache::advance_hash(const ContentId& id, std::uint64_t content_size,
-                                  std::uint32_t first, std::span<const std::byte> data, bool exact,
-                                  std::uint32_t epoch) {
-  std::shared_ptr<RunningHash> h;
-  {
-    std::lock_guard lock(hashes_mu_);
-    auto it = hashes_.find(id);
-    if (it != hashes_.end()) {
-      h = it->second;
-    } else if (first == 0) {
-      h = hashes_.emplace(id, std::make_shared<RunningHash>()).first->second;
-    } else {
-      return;  // the front has not arrived: nothing to hash yet
-    }
-  }
-  std::lock_guard lock(h->mu);
-  if (!h->hasher) {
-    h->hasher.emplace(id.kind() == ContentId::Kind::kSha256 ? Hasher(HashAlgo::kSha256)
-                                                            : git_blob_hasher(content_size));
-    h->epoch = epoch;
-  }
-  if (h->epoch != epoch) {  // blocks were deleted since it started
-    forget_hash(id);
-    return;
-  }
-  const std::uint32_t bs = geometry_.block_size();
-  const auto n = static_cast<std::uint32_t>((data.size() + bs - 1) / bs);
-  if (exact && first <= h->next && h->next < first + n) {
-    h->hasher->update(data.subspan(std::size_t{h->next - first} * bs));
-    h->next = first + n;
-  }
-  // Blocks that came out of order may follow: hash them from the store up to the next gap.
-  const std::uint32_t total = geometry_.block_count(content_size);
-  if (h->next >= total) return;
-  const ContentKey prefix = content_key(id);
-  auto ok = read([&](ReadTxnPool::Reader& rd) -> lmdb::Res<void> {
-    for (auto e = rd.cursor.seek(block_key(id, h->next).bytes()); h->next < total;
-         e = rd.cursor.next()) {
-      if (!e) return Unexpected<lmdb::Error>{e.error()};
-      const auto index = *e ? block_index_in((*e)->key, prefix.bytes()) : std::nullopt;
-      if (!index || *index != h->next) break;
-      // No block checksum: the content's hash covers these bytes (as in hash_content).
-      const auto payload = unchecked_payload((*e)->value);
-      if (!payload || payload->size() != geometry_.block_length(content_size, h->next)) break;
-      h->hasher->update(*payload);
-      ++h->next;
-    }
-    return {};
-  });
-  if (!ok) forget_hash(id);
-}
-
-std::optional<std::vector<std::uint8_t>> LmdbBlockCache::take_running_digest(const ContentId& id,
-                                                                             std::uint32_t total,
-                                                                             std::uint32_t epoch) {
-  std::shared_ptr<RunningHash> h;
-  {
-    std::lock_guard lock(hashes_mu_);
-    auto it = hashes_.find(id);
-    if (it == hashes_.end()) return std::nullopt;
-    h = it->second;
-    hashes_.erase(it);
-  }
-  std::lock_guard lock(h->mu);
-  if (!h->hasher || h->next != total || h->epoch != epoch) return std::nullopt;
-  return h->hasher->finish();
-}
-
-void LmdbBlockCache::forget_hash(const ContentId& id) {
-  std::lock_guard lock(hashes_mu_);
-  hashes_.erase(id);
-}
-
-// ---- verify ----------------------------------------------------------------------------
-
-Result<ContentState> LmdbBlockCache::verify_content(const ContentId& id,
-                                                    std::uint64_t content_size) {
-  return guarded("cache verify", [&] { return verify(id, content_size, false); });
-}
-
-Result<ContentState> LmdbBlockCache::recheck_content(const ContentId& id,
-                                                     std::uint64_t content_size) {
-  return guarded("cache recheck", [&] { return verify(id, content_size, true); });
-}
-
-Result<ContentState> LmdbBlockCache::verify(const ContentId& id, std::uint64_t content_size,
-                                            bool force) {
+Result<ContentState> ContentVerifier::verify(const ContentId& id, std::uint64_t content_size,
+                                             bool force) {
   const std::uint32_t total = geometry_.block_count(content_size);
   std::optional<ContentRecord> rec;
-  auto ok = read([&](ReadTxnPool::Reader& rd) -> lmdb::Res<void> {
-    auto r = load_record(rd.txn, id);
+  auto ok = engine_.read([&](ReadTxnPool::Reader& rd) -> lmdb::Res<void> {
+    auto r = store_.load_record(rd.txn, id);
     if (!r) return Unexpected<lmdb::Error>{r.error()};
     rec = *r;
     return {};
@@ -118,7 +30,7 @@ Result<ContentState> LmdbBlockCache::verify(const ContentId& id, std::uint64_t c
   // full pass over the stored blocks.
   Result<std::optional<std::vector<std::uint8_t>>> hashed =
       std::optional<std::vector<std::uint8_t>>();
-  if (auto running = take_running_digest(id, total, rec->epoch)) {
+  if (auto running = hashes_.take_digest(id, total, rec->epoch)) {
     hashed = std::optional<std::vector<std::uint8_t>>(std::move(*running));
   } else {
     hashed = hash_content(id, content_size);
@@ -126,7 +38,7 @@ Result<ContentState> LmdbBlockCache::verify(const ContentId& id, std::uint64_t c
   if (!hashed) return Unexpected<CacheError>{hashed.error()};
   if (!*hashed) {
     // Blocks went missing (evicted, or failed their checksum) while hashing.
-    auto now = content_state(id);
+    auto now = store_.content_state(id);
     if (!now) return Unexpected<CacheError>{now.error()};
     return now->value_or(ContentState{0, total, false});
   }
@@ -138,18 +50,15 @@ Result<ContentState> LmdbBlockCache::verify(const ContentId& id, std::uint64_t c
       return cache_error(CacheError::Kind::kCorrupt,
                          "read-only cache: " + id.to_string() + " does not match its hash");
     }
-    {
-      std::lock_guard lock(hashes_mu_);
-      read_only_verified_.insert(id);
-    }
+    hashes_.mark_verified_read_only(id);
     ContentState st = state_of(*rec);
     st.verified = true;
     return st;
   }
   if (!match) {
-    auto dropped = write(0, [&](WriteScope& s) -> lmdb::Res<void> {
+    auto dropped = engine_.write(0, [&](WriteScope& s) -> lmdb::Res<void> {
       ++s.counters.corrupt_contents;
-      auto purged = purge_content(s, id);
+      auto purged = store_.purge(s, id);
       if (!purged) return Unexpected<lmdb::Error>{purged.error()};
       return {};
     });
@@ -159,8 +68,8 @@ Result<ContentState> LmdbBlockCache::verify(const ContentId& id, std::uint64_t c
                        "cache: " + id.to_string() + " does not match its hash");
   }
   ContentState state = state_of(*rec);
-  auto marked = write(0, [&](WriteScope& s) -> lmdb::Res<void> {
-    auto now = load_record(s.txn, id);
+  auto marked = engine_.write(0, [&](WriteScope& s) -> lmdb::Res<void> {
+    auto now = store_.load_record(s.txn, id);
     if (!now) return Unexpected<lmdb::Error>{now.error()};
     // Record it only if no block was deleted (and maybe replaced) since we hashed.
     if (!*now || (*now)->epoch != rec->epoch || !(*now)->complete()) {
@@ -171,25 +80,25 @@ Result<ContentState> LmdbBlockCache::verify(const ContentId& id, std::uint64_t c
     updated.verified = true;
     state = state_of(updated);
     return updated.verified == (*now)->verified ? lmdb::Res<void>()
-                                                : store_record(s, id, *now, updated);
+                                                : store_.store_record(s, id, *now, updated);
   });
   if (!marked) return Unexpected<CacheError>{marked.error()};
   return state;
 }
 
-Result<std::optional<std::vector<std::uint8_t>>> LmdbBlockCache::hash_content(
+Result<std::optional<std::vector<std::uint8_t>>> ContentVerifier::hash_content(
     const ContentId& id, std::uint64_t content_size) {
   Hasher hasher = id.kind() == ContentId::Kind::kSha256 ? Hasher(HashAlgo::kSha256)
                                                         : git_blob_hasher(content_size);
   const std::uint32_t total = geometry_.block_count(content_size);
-  const auto per_txn =
-      static_cast<std::uint32_t>(std::max<std::uint64_t>(1, kVerifyChunkBytes / block_size()));
+  const auto per_txn = static_cast<std::uint32_t>(
+      std::max<std::uint64_t>(1, kVerifyChunkBytes / geometry_.block_size()));
   const ContentKey prefix = content_key(id);
   std::vector<std::uint32_t> bad;
   bool gap = false;
   for (std::uint32_t first = 0; first < total && !gap && bad.empty(); first += per_txn) {
     const std::uint32_t end = std::min(total, first + per_txn);
-    auto ok = read([&](ReadTxnPool::Reader& rd) -> lmdb::Res<void> {
+    auto ok = engine_.read([&](ReadTxnPool::Reader& rd) -> lmdb::Res<void> {
       auto e = rd.cursor.seek(block_key(id, first).bytes());
       for (std::uint32_t next = first; next < end; ++next, e = rd.cursor.next()) {
         if (!e) return Unexpected<lmdb::Error>{e.error()};
@@ -213,7 +122,7 @@ Result<std::optional<std::vector<std::uint8_t>>> LmdbBlockCache::hash_content(
     });
     if (!ok) return Unexpected<CacheError>{ok.error()};
   }
-  if (!bad.empty() && !read_only_) (void)drop_bad_blocks(id, bad);
+  if (!bad.empty() && !read_only_) (void)store_.drop_bad_blocks(id, bad);
   if (gap || !bad.empty()) return std::optional<std::vector<std::uint8_t>>();
   auto digest = hasher.finish();
   if (!std::equal(id.digest().begin(), id.digest().end(), digest.begin(), digest.end())) {
@@ -222,19 +131,19 @@ Result<std::optional<std::vector<std::uint8_t>>> LmdbBlockCache::hash_content(
     auto damaged = blocks_failing_checksum(id, content_size);
     if (!damaged) return Unexpected<CacheError>{damaged.error()};
     if (!damaged->empty()) {
-      if (!read_only_) (void)drop_bad_blocks(id, *damaged);
+      if (!read_only_) (void)store_.drop_bad_blocks(id, *damaged);
       return std::optional<std::vector<std::uint8_t>>();
     }
   }
   return std::optional<std::vector<std::uint8_t>>(std::move(digest));
 }
 
-Result<std::vector<std::uint32_t>> LmdbBlockCache::blocks_failing_checksum(
+Result<std::vector<std::uint32_t>> ContentVerifier::blocks_failing_checksum(
     const ContentId& id, std::uint64_t content_size) {
   std::vector<std::uint32_t> bad;
   const std::uint32_t total = geometry_.block_count(content_size);
   const ContentKey prefix = content_key(id);
-  auto ok = read([&](ReadTxnPool::Reader& rd) -> lmdb::Res<void> {
+  auto ok = engine_.read([&](ReadTxnPool::Reader& rd) -> lmdb::Res<void> {
     bad.clear();
     auto e = rd.cursor.seek(block_key(id, 0).bytes());
     for (; e && *e; e = rd.cursor.next()) {

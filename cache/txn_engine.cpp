@@ -1,6 +1,8 @@
-// BlockCache: the txn plumbing. Reads run in pooled read txns; writes carry the pending
-// in-memory updates, make room past the high-water mark, and turn MDB_MAP_FULL and
+// TxnEngine: the txn plumbing. Reads run in pooled read txns; writes carry the quota's pending
+// in-memory updates, make room past its high-water mark, and turn MDB_MAP_FULL and
 // MDB_MAP_RESIZED into eviction, map growth and retries.
+
+#include "cache/txn_engine.h"
 
 #include <spdlog/spdlog.h>
 
@@ -9,20 +11,38 @@
 #include <thread>
 #include <utility>
 
-#include "cache/guard.h"
-#include "cache/lmdb_block_cache.h"
+#include "cache/quota.h"
 
 namespace whfs::cache {
 
 namespace {
 
 constexpr int kMaxWriteAttempts = 8;
+constexpr std::size_t kIdleReadersPerShard = 1;  // 16 idle read txns at most
 
 }  // namespace
 
+TxnEngine::TxnEngine(const Options& options, Session& session, lmdb::Env env, const Dbs& dbs,
+                     const BlockGeometry& geometry, std::uint64_t cap, bool read_only)
+    : options_(options),
+      session_(session),
+      env_(std::move(env)),
+      dbs_(dbs),
+      geometry_(geometry),
+      read_only_(read_only),
+      readers_(env_, dbs_.blocks, kIdleReadersPerShard, options_.max_readers_per_process,
+               session_.reader_table(), options_.lock_timeout),
+      cap_bytes_(cap) {}
+
+std::uint64_t TxnEngine::now_ms() const {
+  const auto t = options_.clock ? options_.clock() : std::chrono::system_clock::now();
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count());
+}
+
 // ---- txn plumbing ----------------------------------------------------------------------
 
-Result<void> LmdbBlockCache::read(ReadBody body) {
+Result<void> TxnEngine::read(ReadBody body) {
   for (int attempt = 0; attempt < 3; ++attempt) {
     lmdb::Res<void> r;
     {
@@ -42,7 +62,7 @@ Result<void> LmdbBlockCache::read(ReadBody body) {
   return cache_error(CacheError::Kind::kLmdb, "cache: the map keeps being resized");
 }
 
-Result<void> LmdbBlockCache::write(std::uint64_t need_bytes, WriteBody body, bool evicting) {
+Result<void> TxnEngine::write(std::uint64_t need_bytes, WriteBody body, bool evicting) {
   if (read_only_) {
     return cache_error(CacheError::Kind::kReadOnly,
                        "cache " + options_.dir.string() + " is read-only");
@@ -60,9 +80,7 @@ Result<void> LmdbBlockCache::write(std::uint64_t need_bytes, WriteBody body, boo
       break;
     }
     if (over_high_water) {
-      // Down to the low-water mark, or lower if this write alone needs more room than that.
-      const std::uint64_t high = high_water();
-      auto evicted = evict_until(std::min(low_water(), high - std::min(need_bytes, high)));
+      auto evicted = quota_->evict_until(quota_->room_target(cap_bytes_.load(), need_bytes));
       if (!evicted) {
         result = Unexpected<CacheError>{evicted.error()};
         break;
@@ -93,8 +111,8 @@ Result<void> LmdbBlockCache::write(std::uint64_t need_bytes, WriteBody body, boo
   return result;
 }
 
-lmdb::Res<void> LmdbBlockCache::write_once(std::uint64_t need_bytes, WriteBody body,
-                                           bool* over_high_water) {
+lmdb::Res<void> TxnEngine::write_once(std::uint64_t need_bytes, WriteBody body,
+                                      bool* over_high_water) {
   std::shared_lock lk(map_mutex_);
   // One write txn at a time in the whole machine, by our own lock: no thread ever waits on
   // LMDB's writer mutex while another process (maybe in another PID namespace) holds it.
@@ -124,15 +142,15 @@ lmdb::Res<void> LmdbBlockCache::write_once(std::uint64_t need_bytes, WriteBody b
   if (!cap) return Unexpected<lmdb::Error>{cap.error()};
   scope.cap = *cap ? decode_u64(**cap).value_or(Options::kDefaultCap) : Options::kDefaultCap;
   cap_bytes_ = scope.cap;
-  if (need_bytes > 0 && scope.usage.footprint_bytes + need_bytes > high_water()) {
+  if (need_bytes > 0 && scope.usage.footprint_bytes + need_bytes > quota_->high_water(scope.cap)) {
     *over_high_water = true;
     return {};  // the txn aborts; the caller evicts first
   }
   const Usage before = scope.usage;
 
-  Pending pending = take_pending();
+  Quota::Pending pending = quota_->take_pending();
   // Pending recency and lease releases first: an eviction in `body` must see them.
-  lmdb::Res<void> r = apply_pending(scope, pending);
+  lmdb::Res<void> r = quota_->apply_pending(scope, pending);
   if (r) r = body(scope);
   if (r) {
     // Bodies track their own estimate as they go (for eviction's stop test); record the count.
@@ -154,14 +172,12 @@ lmdb::Res<void> LmdbBlockCache::write_once(std::uint64_t need_bytes, WriteBody b
   if (r) r = txn->commit();
   if (!r) {
     // Nothing was written: put the pending updates back for the next txn.
-    PendingShard& shard = pending_shard();
-    std::lock_guard lk2(shard.mu);
-    shard.pending.merge(std::move(pending));
+    quota_->restore_pending(std::move(pending));
   }
   return r;
 }
 
-lmdb::Res<std::uint64_t> LmdbBlockCache::bytes_in_use(const lmdb::Txn& txn) {
+lmdb::Res<std::uint64_t> TxnEngine::bytes_in_use(const lmdb::Txn& txn) {
   std::uint64_t pages = 0;
   for (lmdb::Dbi dbi : {dbs_.meta, dbs_.blocks, dbs_.contents, dbs_.lru, dbs_.leases,
                         dbs_.revisions, dbs_.listings, lmdb::Dbi{1} /* main */}) {
@@ -172,7 +188,7 @@ lmdb::Res<std::uint64_t> LmdbBlockCache::bytes_in_use(const lmdb::Txn& txn) {
   return pages * env_.page_size();
 }
 
-lmdb::Res<Usage> LmdbBlockCache::count_usage(const lmdb::Txn& txn) {
+lmdb::Res<Usage> TxnEngine::count_usage(const lmdb::Txn& txn) {
   auto blocks = txn.stat(dbs_.blocks);
   if (!blocks) return Unexpected<lmdb::Error>{blocks.error()};
   auto contents = txn.stat(dbs_.contents);
@@ -184,33 +200,7 @@ lmdb::Res<Usage> LmdbBlockCache::count_usage(const lmdb::Txn& txn) {
   return u;
 }
 
-void LmdbBlockCache::Pending::merge(Pending&& other) {
-  for (const auto& [id, ms] : other.touched) {
-    auto& t = touched[id];
-    t = std::max(t, ms);
-  }
-  released.insert(released.end(), other.released.begin(), other.released.end());
-  counters += other.counters;
-}
-
-LmdbBlockCache::PendingShard& LmdbBlockCache::pending_shard() {
-  return pending_[std::hash<std::thread::id>{}(std::this_thread::get_id()) % kPendingShards];
-}
-
-LmdbBlockCache::Pending LmdbBlockCache::take_pending() {
-  Pending all;
-  for (PendingShard& shard : pending_) {
-    Pending one;
-    {
-      std::lock_guard lk(shard.mu);
-      std::swap(one, shard.pending);
-    }
-    all.merge(std::move(one));
-  }
-  return all;
-}
-
-Result<void> LmdbBlockCache::make_room(std::uint64_t need_bytes, int attempt) {
+Result<void> TxnEngine::make_room(std::uint64_t need_bytes, int attempt) {
   readers_.reader_check();  // a dead process's stale snapshot pins freed pages
   const std::uint64_t cap = cap_bytes_.load();
   const std::uint64_t map = put_map_size(cap, env_.page_size());
@@ -220,9 +210,9 @@ Result<void> LmdbBlockCache::make_room(std::uint64_t need_bytes, int attempt) {
   // The map is full although the blocks may be under the cap (free pages still held by
   // readers or freed too recently, fragmentation, B-tree pages): free more on every attempt.
   const std::uint64_t step = (need_bytes + cap / 32) * static_cast<std::uint64_t>(attempt + 1);
-  const std::uint64_t target =
-      std::min(low_water(), usage->footprint_bytes > step ? usage->footprint_bytes - step : 0);
-  auto evicted = evict_until(target);
+  const std::uint64_t target = std::min(
+      quota_->low_water(cap), usage->footprint_bytes > step ? usage->footprint_bytes - step : 0);
+  auto evicted = quota_->evict_until(target);
   if (!evicted) return Unexpected<CacheError>{evicted.error()};
   // Nothing evictable is final only the second time: the first MDB_MAP_FULL after an eviction
   // may just be its pages not being reusable yet (see below).
@@ -242,7 +232,7 @@ Result<void> LmdbBlockCache::make_room(std::uint64_t need_bytes, int attempt) {
   return {};
 }
 
-Result<Usage> LmdbBlockCache::read_usage() {
+Result<Usage> TxnEngine::read_usage() {
   Usage usage;
   auto ok = read([&](ReadTxnPool::Reader& r) -> lmdb::Res<void> {
     auto v = r.txn.get(dbs_.meta, lmdb::as_bytes(kUsageKey));
@@ -254,19 +244,19 @@ Result<Usage> LmdbBlockCache::read_usage() {
   return usage;
 }
 
-Result<void> LmdbBlockCache::adopt_map_size() {
+Result<void> TxnEngine::adopt_map_size() {
   // Another process grew the data file past our map: LMDB rounds our size up to the pages in
   // use (and lets us remap only with no txn of ours active).
   return set_map(put_map_size(cap_bytes_.load(), env_.page_size()));
 }
 
-Result<void> LmdbBlockCache::set_map(std::uint64_t bytes) {
+Result<void> TxnEngine::set_map(std::uint64_t bytes) {
   std::unique_lock lk(map_mutex_);
   if (auto ok = env_.set_map_size(bytes); !ok) return Unexpected<CacheError>{to_error(ok.error())};
   return {};
 }
 
-CacheError LmdbBlockCache::to_error(const lmdb::Error& e) {
+CacheError TxnEngine::to_error(const lmdb::Error& e) {
   if (e.code == MDB_MAP_FULL) return {CacheError::Kind::kFull, "cache: " + e.message()};
   if (e.code == EBUSY || e.code == MDB_READERS_FULL) {
     return {CacheError::Kind::kBusy, "cache " + options_.dir.string() + ": " + e.message()};
@@ -275,20 +265,16 @@ CacheError LmdbBlockCache::to_error(const lmdb::Error& e) {
   return {CacheError::Kind::kLmdb, "cache " + options_.dir.string() + ": " + e.message()};
 }
 
-void LmdbBlockCache::note_corruption(const lmdb::Error& e) {
+void TxnEngine::note_corruption(const lmdb::Error& e) {
   spdlog::error("cache: {} reports damage ({}); it will be checked at the next open",
                 options_.dir.string(), e.message());
   session_.mark_suspect();
 }
 
-Result<void> LmdbBlockCache::flush() {
-  if (read_only_) return {};
-  return guarded("cache flush", [&]() -> Result<void> {
-    if (auto ok = write(0, [](WriteScope&) -> lmdb::Res<void> { return {}; }); !ok) return ok;
-    std::shared_lock lk(map_mutex_);  // (msync would touch the map; fdatasync does not)
-    if (auto ok = env_.sync(true); !ok) return Unexpected<CacheError>{to_error(ok.error())};
-    return {};
-  });
+Result<void> TxnEngine::sync() {
+  std::shared_lock lk(map_mutex_);  // (msync would touch the map; fdatasync does not)
+  if (auto ok = env_.sync(true); !ok) return Unexpected<CacheError>{to_error(ok.error())};
+  return {};
 }
 
 }  // namespace whfs::cache

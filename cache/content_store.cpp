@@ -1,4 +1,6 @@
-// BlockCache: the read path (zero-copy, one read txn, no writes) and block puts.
+// ContentStore: the read path (zero-copy, one read txn, no writes), block puts and deletions.
+
+#include "cache/content_store.h"
 
 #include <spdlog/spdlog.h>
 
@@ -8,8 +10,6 @@
 
 #include "cache/block_format.h"
 #include "cache/guard.h"
-#include "cache/lmdb_block_cache.h"
-#include "fs/common/hash.h"
 
 namespace whfs::cache {
 
@@ -18,17 +18,11 @@ std::uint32_t random_epoch() {
   return static_cast<std::uint32_t>(rng());
 }
 
-bool LmdbBlockCache::verified_here_read_only(const ContentId& id) {
-  if (!read_only_) return false;
-  std::lock_guard lock(hashes_mu_);
-  return read_only_verified_.count(id) != 0;
-}
-
 // ---- records ---------------------------------------------------------------------------
 
-lmdb::Res<std::optional<ContentRecord>> LmdbBlockCache::load_record(const lmdb::Txn& txn,
-                                                                    const ContentId& id) {
-  auto v = txn.get(dbs_.contents, content_key(id).bytes());
+lmdb::Res<std::optional<ContentRecord>> ContentStore::load_record(const lmdb::Txn& txn,
+                                                                  const ContentId& id) {
+  auto v = txn.get(engine_.dbs().contents, content_key(id).bytes());
   if (!v) return Unexpected<lmdb::Error>{v.error()};
   if (!*v) return std::optional<ContentRecord>();
   auto rec = decode_content(**v);
@@ -36,28 +30,60 @@ lmdb::Res<std::optional<ContentRecord>> LmdbBlockCache::load_record(const lmdb::
   return rec;
 }
 
-lmdb::Res<void> LmdbBlockCache::store_record(WriteScope& s, const ContentId& id,
-                                             const std::optional<ContentRecord>& old,
-                                             const ContentRecord& rec) {
-  if (!old || old->last_access_ms != rec.last_access_ms) {
-    if (old) {
-      if (auto r = s.txn.del(dbs_.lru, lru_key(old->last_access_ms, id).bytes()); !r) {
-        return Unexpected<lmdb::Error>{r.error()};
-      }
-    }
-    if (auto r = s.txn.put(dbs_.lru, lru_key(rec.last_access_ms, id).bytes(), {}); !r) return r;
-  }
+lmdb::Res<void> ContentStore::store_record(WriteScope& s, const ContentId& id,
+                                           const std::optional<ContentRecord>& old,
+                                           const ContentRecord& rec) {
+  const auto old_ms = old ? std::optional(old->last_access_ms) : std::nullopt;
+  if (auto r = quota_->note_access(s, id, old_ms, rec.last_access_ms); !r) return r;
   if (!old) ++s.usage.contents;
-  return s.txn.put(dbs_.contents, content_key(id).bytes(), lmdb::as_bytes(encode(rec)));
+  return s.txn.put(engine_.dbs().contents, content_key(id).bytes(), lmdb::as_bytes(encode(rec)));
+}
+
+lmdb::Res<bool> ContentStore::purge(WriteScope& s, const ContentId& id) {
+  hashes_.forget(id);
+  auto old = load_record(s.txn, id);
+  if (!old) return Unexpected<lmdb::Error>{old.error()};
+  const ContentKey prefix = content_key(id);
+  std::uint64_t blocks = 0;
+  {
+    auto cur = lmdb::Cursor::open(s.txn, engine_.dbs().blocks);
+    if (!cur) return Unexpected<lmdb::Error>{cur.error()};
+    for (auto e = cur->seek(block_key(id, 0).bytes());; e = cur->next()) {
+      if (!e) return Unexpected<lmdb::Error>{e.error()};
+      if (!*e || !block_index_in((*e)->key, prefix.bytes())) break;
+      const std::size_t value_size = (*e)->value.size();
+      s.usage.footprint_bytes -= geometry_.footprint((*e)->key.size(), value_size);
+      s.usage.payload_bytes -= value_size - std::min(value_size, BlockGeometry::kChecksumSize);
+      ++blocks;
+      if (auto d = cur->del(); !d) return Unexpected<lmdb::Error>{d.error()};
+    }
+  }  // the cursor closes before the txn can end
+  s.usage.blocks -= blocks;
+  if (*old) {
+    if (auto d = s.txn.del(engine_.dbs().contents, prefix.bytes()); !d)
+      return Unexpected<lmdb::Error>{d.error()};
+    if (auto d = quota_->forget(s, id, (*old)->last_access_ms); !d) {
+      return Unexpected<lmdb::Error>{d.error()};
+    }
+    --s.usage.contents;
+  }
+  return old->has_value() || blocks > 0;
+}
+
+lmdb::Res<void> ContentStore::touch(WriteScope& s, const ContentId& id, std::uint64_t ms) {
+  auto old = load_record(s.txn, id);
+  if (!old) return Unexpected<lmdb::Error>{old.error()};
+  if (!*old || (*old)->last_access_ms >= ms) return {};
+  ContentRecord rec = **old;
+  rec.last_access_ms = ms;
+  return store_record(s, id, *old, rec);
 }
 
 // ---- read ------------------------------------------------------------------------------
 
-Result<std::vector<std::uint32_t>> LmdbBlockCache::read_blocks(const ContentId& id,
-                                                               std::uint64_t content_size,
-                                                               std::uint32_t first,
-                                                               std::uint32_t count, BlockFn fn,
-                                                               ReadMode mode) {
+Result<std::vector<std::uint32_t>> ContentStore::read_blocks(
+    const ContentId& id, std::uint64_t content_size, std::uint32_t first, std::uint32_t count,
+    BlockStore::BlockFn fn, BlockStore::ReadMode mode) {
   using Out = Result<std::vector<std::uint32_t>>;
   return guarded("cache read", [&]() -> Out {
     const std::uint32_t total = geometry_.block_count(content_size);
@@ -67,15 +93,16 @@ Result<std::vector<std::uint32_t>> LmdbBlockCache::read_blocks(const ContentId& 
     const ContentKey prefix = content_key(id);
     const std::uint32_t end = first + count;
     bool unverified = false;
-    auto ok = read([&](ReadTxnPool::Reader& rd) -> lmdb::Res<void> {
-      if (mode != ReadMode::kPresence) {
+    auto ok = engine_.read([&](ReadTxnPool::Reader& rd) -> lmdb::Res<void> {
+      if (mode != BlockStore::ReadMode::kPresence) {
         // Not verified: not for readers yet (kVerified), or not once complete (kPartial).
         auto rec = load_record(rd.txn, id);
         if (!rec) return Unexpected<lmdb::Error>{rec.error()};
         const bool verified = *rec && (*rec)->size == content_size &&
-                              ((*rec)->verified || verified_here_read_only(id));
-        const bool hide =
-            mode == ReadMode::kVerified ? !verified : *rec && (*rec)->complete() && !verified;
+                              ((*rec)->verified || hashes_.verified_here_read_only(id));
+        const bool hide = mode == BlockStore::ReadMode::kVerified
+                              ? !verified
+                              : *rec && (*rec)->complete() && !verified;
         if (hide) {
           unverified = true;
           for (std::uint32_t b = first; b < end; ++b) missing.push_back(b);
@@ -90,7 +117,7 @@ Result<std::vector<std::uint32_t>> LmdbBlockCache::read_blocks(const ContentId& 
         const std::uint32_t stop = index ? std::min(*index, end) : end;
         for (; next < stop; ++next) missing.push_back(next);
         if (next == end) break;
-        if (mode == ReadMode::kPresence) {
+        if (mode == BlockStore::ReadMode::kPresence) {
           ++next;
           e = rd.cursor.next();
           continue;
@@ -112,49 +139,43 @@ Result<std::vector<std::uint32_t>> LmdbBlockCache::read_blocks(const ContentId& 
     });
     if (!ok) return Unexpected<CacheError>{ok.error()};
     if (!bad.empty() && !read_only_) (void)drop_bad_blocks(id, bad);
-    if (unverified || mode == ReadMode::kPresence || read_only_) return missing;
-    {
-      PendingShard& shard = pending_shard();
-      std::lock_guard lk(shard.mu);
-      shard.pending.counters.hits += hits;
-      shard.pending.counters.misses += missing.size();
-      if (hits > 0) shard.pending.touched[id] = now_ms();
-    }
+    if (unverified || mode == BlockStore::ReadMode::kPresence || read_only_) return missing;
+    quota_->note_read(id, hits, static_cast<std::uint32_t>(missing.size()), engine_.now_ms());
     return missing;
   });
 }
 
-Result<std::optional<ContentState>> LmdbBlockCache::content_state(const ContentId& id) {
+Result<std::optional<ContentState>> ContentStore::content_state(const ContentId& id) {
   using Out = Result<std::optional<ContentState>>;
   return guarded("cache content_state", [&]() -> Out {
     std::optional<ContentState> state;
-    auto ok = read([&](ReadTxnPool::Reader& rd) -> lmdb::Res<void> {
+    auto ok = engine_.read([&](ReadTxnPool::Reader& rd) -> lmdb::Res<void> {
       auto rec = load_record(rd.txn, id);
       if (!rec) return Unexpected<lmdb::Error>{rec.error()};
       if (*rec) state = state_of(**rec);
       return {};
     });
     if (!ok) return Unexpected<CacheError>{ok.error()};
-    if (state && state->complete() && verified_here_read_only(id)) state->verified = true;
+    if (state && state->complete() && hashes_.verified_here_read_only(id)) state->verified = true;
     return state;
   });
 }
 
-Result<void> LmdbBlockCache::drop_bad_blocks(const ContentId& id,
-                                             const std::vector<std::uint32_t>& bad) {
+Result<void> ContentStore::drop_bad_blocks(const ContentId& id,
+                                           const std::vector<std::uint32_t>& bad) {
   std::uint32_t dropped = 0;
-  auto ok = write(0, [&](WriteScope& s) -> lmdb::Res<void> {
+  auto ok = engine_.write(0, [&](WriteScope& s) -> lmdb::Res<void> {
     dropped = 0;
     auto old = load_record(s.txn, id);
     if (!old) return Unexpected<lmdb::Error>{old.error()};
     for (std::uint32_t index : bad) {
       const BlockKey key = block_key(id, index);
-      auto v = s.txn.get(dbs_.blocks, key.bytes());
+      auto v = s.txn.get(engine_.dbs().blocks, key.bytes());
       if (!v) return Unexpected<lmdb::Error>{v.error()};
       // Re-check: another process may have replaced it with a good block meanwhile.
       if (!*v || checked_payload(key.bytes(), **v)) continue;
       const std::size_t value_size = (*v)->size();
-      if (auto r = s.txn.del(dbs_.blocks, key.bytes()); !r)
+      if (auto r = s.txn.del(engine_.dbs().blocks, key.bytes()); !r)
         return Unexpected<lmdb::Error>{r.error()};
       ++dropped;
       --s.usage.blocks;
@@ -167,7 +188,7 @@ Result<void> LmdbBlockCache::drop_bad_blocks(const ContentId& id,
     rec.present -= std::min(rec.present, dropped);
     rec.verified = false;
     ++rec.epoch;
-    forget_hash(id);
+    hashes_.forget(id);
     return store_record(s, id, *old, rec);
   });
   if (dropped > 0) {
@@ -179,9 +200,9 @@ Result<void> LmdbBlockCache::drop_bad_blocks(const ContentId& id,
 
 // ---- put -------------------------------------------------------------------------------
 
-Result<ContentState> LmdbBlockCache::put_blocks(const ContentId& id, std::uint64_t content_size,
-                                                std::uint32_t first,
-                                                std::span<const std::byte> data) {
+Result<ContentState> ContentStore::put_blocks(const ContentId& id, std::uint64_t content_size,
+                                              std::uint32_t first,
+                                              std::span<const std::byte> data) {
   return guarded("cache put", [&]() -> Result<ContentState> {
     const std::uint32_t bs = geometry_.block_size();
     const std::uint32_t total = geometry_.block_count(content_size);
@@ -213,22 +234,22 @@ Result<ContentState> LmdbBlockCache::put_blocks(const ContentId& id, std::uint64
       }
       std::uint32_t epoch = 0;
       bool skipped = false;
-      auto ok = write(need, [&](WriteScope& s) -> lmdb::Res<void> {
+      auto ok = engine_.write(need, [&](WriteScope& s) -> lmdb::Res<void> {
         return put_txn(s, id, content_size, first + done, chunk, &state, &epoch, &skipped);
       });
       if (!ok) return Unexpected<CacheError>{ok.error()};
       // Bytes put are the stored bytes unless a block was there already (then read it back).
-      advance_hash(id, content_size, first + done, chunk, !skipped, epoch);
+      hashes_.advance(id, content_size, first + done, chunk, !skipped, epoch);
       done += m;
     } while (done < n);
     return state;
   });
 }
 
-lmdb::Res<void> LmdbBlockCache::put_txn(WriteScope& s, const ContentId& id,
-                                        std::uint64_t content_size, std::uint32_t first,
-                                        std::span<const std::byte> data, ContentState* state,
-                                        std::uint32_t* epoch, bool* skipped) {
+lmdb::Res<void> ContentStore::put_txn(WriteScope& s, const ContentId& id,
+                                      std::uint64_t content_size, std::uint32_t first,
+                                      std::span<const std::byte> data, ContentState* state,
+                                      std::uint32_t* epoch, bool* skipped) {
   const std::uint32_t total = geometry_.block_count(content_size);
   auto old = load_record(s.txn, id);
   if (!old) return Unexpected<lmdb::Error>{old.error()};
@@ -236,7 +257,7 @@ lmdb::Res<void> LmdbBlockCache::put_txn(WriteScope& s, const ContentId& id,
     // Same id, other size: one of the two is wrong; the new blocks come with the caller's size.
     spdlog::warn("cache: {} was recorded with size {}, now {}: dropping its blocks", id.to_string(),
                  (*old)->size, content_size);
-    if (auto r = purge_content(s, id); !r) return Unexpected<lmdb::Error>{r.error()};
+    if (auto r = purge(s, id); !r) return Unexpected<lmdb::Error>{r.error()};
     old->reset();
   }
   ContentRecord rec =
@@ -246,7 +267,7 @@ lmdb::Res<void> LmdbBlockCache::put_txn(WriteScope& s, const ContentId& id,
     const auto payload = data.subspan(off, std::min<std::size_t>(bs, data.size() - off));
     const BlockKey key = block_key(id, static_cast<std::uint32_t>(index));
     const std::size_t value_size = BlockGeometry::kChecksumSize + payload.size();
-    auto slot = s.txn.reserve_new(dbs_.blocks, key.bytes(), value_size);
+    auto slot = s.txn.reserve_new(engine_.dbs().blocks, key.bytes(), value_size);
     if (!slot) return Unexpected<lmdb::Error>{slot.error()};
     if (!*slot) {  // already stored (by us earlier, another thread or process)
       *skipped = true;

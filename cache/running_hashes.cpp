@@ -1,0 +1,92 @@
+// RunningHashes: the running hash of a content's blocks as they arrive in order.
+
+#include "cache/running_hashes.h"
+
+#include "cache/block_format.h"
+
+namespace whfs::cache {
+
+void RunningHashes::advance(const ContentId& id, std::uint64_t content_size, std::uint32_t first,
+                            std::span<const std::byte> data, bool exact, std::uint32_t epoch) {
+  std::shared_ptr<RunningHash> h;
+  {
+    std::lock_guard lock(mu_);
+    auto it = hashes_.find(id);
+    if (it != hashes_.end()) {
+      h = it->second;
+    } else if (first == 0) {
+      h = hashes_.emplace(id, std::make_shared<RunningHash>()).first->second;
+    } else {
+      return;  // the front has not arrived: nothing to hash yet
+    }
+  }
+  std::lock_guard lock(h->mu);
+  if (!h->hasher) {
+    h->hasher.emplace(id.kind() == ContentId::Kind::kSha256 ? Hasher(HashAlgo::kSha256)
+                                                            : git_blob_hasher(content_size));
+    h->epoch = epoch;
+  }
+  if (h->epoch != epoch) {  // blocks were deleted since it started
+    forget(id);
+    return;
+  }
+  const std::uint32_t bs = geometry_.block_size();
+  const auto n = static_cast<std::uint32_t>((data.size() + bs - 1) / bs);
+  if (exact && first <= h->next && h->next < first + n) {
+    h->hasher->update(data.subspan(std::size_t{h->next - first} * bs));
+    h->next = first + n;
+  }
+  // Blocks that came out of order may follow: hash them from the store up to the next gap.
+  const std::uint32_t total = geometry_.block_count(content_size);
+  if (h->next >= total) return;
+  const ContentKey prefix = content_key(id);
+  auto ok = engine_.read([&](ReadTxnPool::Reader& rd) -> lmdb::Res<void> {
+    for (auto e = rd.cursor.seek(block_key(id, h->next).bytes()); h->next < total;
+         e = rd.cursor.next()) {
+      if (!e) return Unexpected<lmdb::Error>{e.error()};
+      const auto index = *e ? block_index_in((*e)->key, prefix.bytes()) : std::nullopt;
+      if (!index || *index != h->next) break;
+      // No block checksum: the content's hash covers these bytes (as in hash_content).
+      const auto payload = unchecked_payload((*e)->value);
+      if (!payload || payload->size() != geometry_.block_length(content_size, h->next)) break;
+      h->hasher->update(*payload);
+      ++h->next;
+    }
+    return {};
+  });
+  if (!ok) forget(id);
+}
+
+std::optional<std::vector<std::uint8_t>> RunningHashes::take_digest(const ContentId& id,
+                                                                    std::uint32_t total,
+                                                                    std::uint32_t epoch) {
+  std::shared_ptr<RunningHash> h;
+  {
+    std::lock_guard lock(mu_);
+    auto it = hashes_.find(id);
+    if (it == hashes_.end()) return std::nullopt;
+    h = it->second;
+    hashes_.erase(it);
+  }
+  std::lock_guard lock(h->mu);
+  if (!h->hasher || h->next != total || h->epoch != epoch) return std::nullopt;
+  return h->hasher->finish();
+}
+
+void RunningHashes::forget(const ContentId& id) {
+  std::lock_guard lock(mu_);
+  hashes_.erase(id);
+}
+
+void RunningHashes::mark_verified_read_only(const ContentId& id) {
+  std::lock_guard lock(mu_);
+  read_only_verified_.insert(id);
+}
+
+bool RunningHashes::verified_here_read_only(const ContentId& id) {
+  if (!read_only_) return false;
+  std::lock_guard lock(mu_);
+  return read_only_verified_.count(id) != 0;
+}
+
+}  // namespace whfs::cache

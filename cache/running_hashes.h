@@ -1,0 +1,63 @@
+#pragma once
+// Whole-content hashing as blocks arrive in order, so that verifying a file downloaded front
+// to back needs no second pass over it at the end (the hash runs beside the downloads). A
+// running hash stands for the stored content only if no block was deleted since it started:
+// deletions in this process drop it (forget), and the record's epoch (random when a record is
+// created, bumped on every deletion) catches other processes' deletions.
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "cache/content_id.h"
+#include "cache/records.h"
+#include "cache/txn_engine.h"
+#include "fs/common/hash.h"
+
+namespace whfs::cache {
+
+class RunningHashes {
+ public:
+  RunningHashes(TxnEngine& engine, const BlockGeometry& geometry, bool read_only)
+      : engine_(engine), geometry_(geometry), read_only_(read_only) {}
+  RunningHashes(const RunningHashes&) = delete;
+  RunningHashes& operator=(const RunningHashes&) = delete;
+
+  // Blocks [first, ...) of `data` were put (`exact`: these are the stored bytes) in a record
+  // of `epoch`: hashes them, and the stored blocks that follow up to the next gap.
+  void advance(const ContentId& id, std::uint64_t content_size, std::uint32_t first,
+               std::span<const std::byte> data, bool exact, std::uint32_t epoch);
+  // The digest, when the hash covers all `total` blocks of a record of `epoch`; ends it.
+  std::optional<std::vector<std::uint8_t>> take_digest(const ContentId& id, std::uint32_t total,
+                                                       std::uint32_t epoch);
+  // Drops the running hash of `id` (a block of it was deleted).
+  void forget(const ContentId& id);
+
+  // A read-only cache cannot record that a content matched: this process remembers it.
+  void mark_verified_read_only(const ContentId& id);
+  bool verified_here_read_only(const ContentId& id);
+
+ private:
+  struct RunningHash {
+    std::mutex mu;  // guards the fields; held while hashing (reads, never a write txn); see
+                    // the lock order in lmdb_block_cache.h
+    std::optional<Hasher> hasher;
+    std::uint32_t next = 0;  // blocks hashed so far
+    std::uint32_t epoch = 0;
+  };
+
+  TxnEngine& engine_;
+  const BlockGeometry geometry_;
+  const bool read_only_;
+  std::mutex mu_;  // guards hashes_ and read_only_verified_; a leaf (lock order in
+                   // lmdb_block_cache.h)
+  std::unordered_map<ContentId, std::shared_ptr<RunningHash>> hashes_;
+  std::unordered_set<ContentId> read_only_verified_;
+};
+
+}  // namespace whfs::cache
