@@ -1,17 +1,16 @@
-// CurlHubClient: the HubClient over HttpTransport. Every call is bounded by its deadline and
-// retried with backoff on transient failures; redirects are followed by hand so that the token
-// only ever goes to the endpoint's origin.
+// CurlHubClient: the HubClient over HubTransport (transport.h), which bounds every call by its
+// deadline, retries transient failures with backoff and follows redirects by hand so that the
+// token only ever goes to the endpoint's origin. What is left here is the read protocol: the
+// API's URLs and pages, the ranges and the signed URLs a /resolve redirects to.
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cctype>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <mutex>
-#include <random>
 #include <unordered_map>
 #include <unordered_set>
 #include <variant>
@@ -21,12 +20,16 @@
 #include "fs/hub/listing.h"
 #include "fs/hub/range_sink.h"
 #include "fs/hub/token.h"
+#include "fs/hub/transport.h"
 #include "fs/hub/url.h"
 
 namespace whfs::hub {
 namespace {
 
 constexpr int kMaxRedirects = 10;
+
+using Out = Outcome<HubError>;
+using NextStep = Next<HubError>;
 
 HubError make_error(HubErrorKind kind, std::string message, int status = 0) {
   return HubError{kind, std::move(message), status, "", "", ""};
@@ -37,47 +40,47 @@ HubError with_cause(HubError e, std::string cause) {
   return e;
 }
 
-// What one attempt of a call ended with.
-struct Outcome {
-  // kProgress: a short but well-formed answer moved forward; ask for the rest at once, which
-  // does not count as a retry.
-  enum class Kind { kDone, kProgress, kRetry, kFail } kind = Kind::kDone;
-  HubError error;
-  std::optional<std::chrono::seconds> hint;  // the server's own wait, for 429/503
-  // A stalled connection was dropped: a fresh one is tried at once, without a backoff (the
-  // stall limit already waited, and the server is not asking us to slow down).
-  bool at_once = false;
-};
-
-Outcome done() { return {}; }
-Outcome fail(HubError e) { return {Outcome::Kind::kFail, std::move(e), std::nullopt}; }
-Outcome retry(HubError e, std::optional<std::chrono::seconds> hint = std::nullopt) {
-  return {Outcome::Kind::kRetry, std::move(e), hint};
+// A failed transfer as a HubError (whether it is retried is the transport's rule).
+HubError transfer_error(const TransferError& e, const std::string& what) {
+  using K = TransferError::Kind;
+  switch (e.kind) {
+    case K::kCancelled:
+      return make_error(HubErrorKind::kCancelled, what + ": shutting down");
+    case K::kAbandoned:
+      return make_error(HubErrorKind::kCancelled, what + ": nobody waits for it any more");
+    case K::kTooLarge:
+      return make_error(HubErrorKind::kBadResponse, what + ": " + e.message);
+    case K::kTimeout:
+      return with_cause(make_error(HubErrorKind::kTimeout, what + ": " + e.message), e.message);
+    case K::kStalled:
+      return make_error(HubErrorKind::kTimeout,
+                        what + ": stalled (" + e.message + "); retrying on a fresh connection");
+    case K::kTruncated:
+      return make_error(HubErrorKind::kCorrupt, what + ": truncated body (" + e.message + ")");
+    case K::kConnect:
+    case K::kReset:
+    case K::kOther:
+      break;
+  }
+  return with_cause(make_error(HubErrorKind::kUnavailable, what + ": " + e.message), e.message);
 }
 
-bool is_redirect(int status) {
-  return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
+TransportConfig transport_config(const HubClientConfig& c) {
+  return TransportConfig{c.endpoint, c.token_file, c.allow_insecure_token, c.retry, c.http};
 }
 
 class CurlHubClient final : public HubClient {
  public:
   explicit CurlHubClient(HubClientConfig config)
-      : config_(std::move(config)),
-        tokens_(config_.token_file),
-        transport_(config_.http),
-        endpoint_origin_(origin_of(config_.endpoint)),
-        rng_(std::random_device{}()) {
+      : config_(std::move(config)), transport_(transport_config(config_)) {
     const bool dataset = config_.repo.type == RepoType::kDataset;
     api_base_ = config_.endpoint + (dataset ? "/api/datasets/" : "/api/models/") + config_.repo.id;
     file_base_ = config_.endpoint + (dataset ? "/datasets/" : "/") + config_.repo.id;
-    send_token_ = endpoint_origin_ &&
-                  (endpoint_origin_->scheme == "https" ||
-                   is_loopback_host(endpoint_origin_->host) || config_.allow_insecure_token);
-    if (!send_token_ && tokens_.token()) {
+    if (!transport_.token_may_travel() && transport_.tokens().token()) {
       spdlog::warn(
           "the endpoint {} is plain http and not on this machine: the token ({}) is not sent, "
           "so that it never crosses a network in clear text (option insecure_token sends it)",
-          config_.endpoint, tokens_.describe());
+          config_.endpoint, transport_.tokens().describe());
     }
   }
 
@@ -132,8 +135,7 @@ class CurlHubClient final : public HubClient {
       }
       const auto next = parse_link_next(resp->header("link"));
       if (!next) break;
-      const auto origin = origin_of(*next);
-      if (!origin || !endpoint_origin_ || *origin != *endpoint_origin_) {
+      if (!transport_.on_endpoint_origin(*next)) {
         return unexpected(make_error(HubErrorKind::kBadResponse,
                                      "next-page link points to another origin: " + redact(*next)));
       }
@@ -160,7 +162,7 @@ class CurlHubClient final : public HubClient {
     const std::string key = file.commit + '\0' + file.path;
     std::size_t got = 0;
     bool refreshed = false;
-    auto attempt = [&]() -> Outcome {
+    auto attempt = [&]() -> Out {
       const std::size_t before = got;
       std::optional<RangeSink> sink;  // fresh per response
       auto prepare = [&](HttpRequest& req, BodySink& body) {
@@ -175,7 +177,7 @@ class CurlHubClient final : public HubClient {
           return more;
         };
       };
-      auto answer = [&](const std::string& url, const HttpResponse& resp) -> Next {
+      auto answer = [&](const std::string& url, const HttpResponse& resp) -> NextStep {
         const int status = resp.status;
         if ((status == 401 || status == 403) && url != resolve_url && !refreshed) {
           // The signed URL expired or was revoked: forget it and resolve again, once.
@@ -190,9 +192,9 @@ class CurlHubClient final : public HubClient {
               make_error(HubErrorKind::kCorrupt, file.path + ": " + sink->mismatch(), status));
         }
         if (url != resolve_url) remember_url(key, url);
-        if (got == out.size()) return done();
+        if (got == out.size()) return done<HubError>();
         // A short but well-formed answer: ask for the rest at once if it made progress.
-        if (got > before) return Outcome{Outcome::Kind::kProgress, {}, std::nullopt};
+        if (got > before) return progress<HubError>();
         return retry(make_error(HubErrorKind::kCorrupt,
                                 file.path + ": body ended after " + std::to_string(got) + " of " +
                                     std::to_string(out.size()) + " bytes",
@@ -206,149 +208,82 @@ class CurlHubClient final : public HubClient {
     return run_with_retries(attempt, deadline, "read " + file.path, spdlog::level::info);
   }
 
-  const HubStats& stats() const override { return stats_; }
+  const HubStats& stats() const override { return transport_.stats(); }
 
-  void cancel() override {
-    {
-      std::lock_guard lock(sleep_mu_);
-      cancelled_ = true;
-    }
-    sleep_cv_.notify_all();
-    transport_.cancel();
-  }
+  void cancel() override { transport_.cancel(); }
 
  private:
+  // The transport's retries, in the words a person reads: the last cause, how many tries over
+  // how long. The kind stays the cause's (a refused connection is not a timeout because the
+  // deadline came).
   template <class Attempt>
   Expected<void, HubError> run_with_retries(Attempt&& attempt, Deadline deadline,
                                             const std::string& what,
                                             spdlog::level::level_enum retry_level) {
-    HubError last = make_error(HubErrorKind::kTimeout, what + ": deadline passed");
-    last.cause = "timed out";
-    const auto started = Clock::now();
-    int tries = 0;
-    // The error a person reads: the last cause, how many tries over how long. The kind stays
-    // the cause's (a refused connection is not a timeout because the deadline came).
-    auto give_up = [&](const char* why) {
-      const auto secs =
-          std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - started).count();
+    RetryRun<HubError> run;
+    run.deadline = deadline;
+    run.on_failed_try = [this](const HubError& e) {
+      if (e.kind == HubErrorKind::kTimeout) transport_.stats().stalls++;
+    };
+    run.on_retry = [&](const HubError& last, int tries, std::chrono::milliseconds delay,
+                       bool at_once) {
+      if (at_once) {
+        spdlog::log(retry_level, "{}: {}; retry {} now", what, last.describe(), tries);
+      } else {
+        spdlog::log(retry_level, "{}: {}; retry {} in {} ms", what, last.describe(), tries,
+                    delay.count());
+      }
+    };
+    run.give_up = [&](std::optional<HubError> tried_last, int tries, std::chrono::seconds took,
+                      const char* why) {
+      HubError last =
+          tried_last ? std::move(*tried_last)
+                     : with_cause(make_error(HubErrorKind::kTimeout, what + ": deadline passed"),
+                                  "timed out");
       const std::string tried =
-          tries > 1 ? std::to_string(tries) + " tries in " + std::to_string(secs) + " s" : "";
+          tries > 1 ? std::to_string(tries) + " tries in " + std::to_string(took.count()) + " s"
+                    : "";
       if (last.cause.empty()) last.cause = last.message;
       if (!tried.empty()) last.cause += " (" + tried + ")";
       if (!tried.empty() || *why != '\0') {
         last.message += " (" + tried + (!tried.empty() && *why != '\0' ? "; " : "") + why + ")";
       }
-      stats_.errors++;
-      return unexpected(std::move(last));
+      return last;
     };
-    while (tries < config_.retry.max_attempts) {
-      if (Clock::now() >= deadline) break;
-      Outcome o = attempt();
-      if (o.kind == Outcome::Kind::kDone) return {};
-      if (o.kind == Outcome::Kind::kFail) {
-        stats_.errors++;
-        return unexpected(std::move(o.error));
-      }
-      if (o.kind == Outcome::Kind::kProgress) continue;
-      last = std::move(o.error);
-      ++tries;
-      if (last.kind == HubErrorKind::kTimeout) stats_.stalls++;
-      if (tries >= config_.retry.max_attempts) break;
-      if (o.at_once) {
-        stats_.retries++;
-        spdlog::log(retry_level, "{}: {}; retry {} now", what, last.describe(), tries);
-        continue;
-      }
-      const auto delay = retry_delay(tries - 1, o.hint);
-      if (Clock::now() + delay >= deadline) {
-        // Waiting would pass the deadline: fail now with what we know.
-        return give_up("the next would pass the deadline");
-      }
-      stats_.retries++;
-      spdlog::log(retry_level, "{}: {}; retry {} in {} ms", what, last.describe(), tries,
-                  delay.count());
-      if (!sleep_for(delay)) {
-        stats_.errors++;
-        return unexpected(make_error(HubErrorKind::kCancelled, what + ": shutting down"));
-      }
-    }
-    return give_up("");
+    run.cancelled = [&] { return make_error(HubErrorKind::kCancelled, what + ": shutting down"); };
+    return transport_.run_with_retries<HubError>(attempt, run);
   }
 
-  std::chrono::milliseconds retry_delay(int retry_index, std::optional<std::chrono::seconds> hint) {
-    std::uniform_real_distribution<double> dist(0.0, 1.0);
-    double u = 0;
-    {
-      std::lock_guard lock(rng_mu_);
-      u = dist(rng_);
-    }
-    auto delay = backoff_delay(config_.retry, retry_index, u);
-    if (hint) {
-      // The server's wait plus one second, as the official clients do.
-      delay = std::max<std::chrono::milliseconds>(delay, *hint + std::chrono::seconds(1));
-    }
-    return delay;
-  }
-
-  bool sleep_for(std::chrono::milliseconds d) {
-    std::unique_lock lock(sleep_mu_);
-    sleep_cv_.wait_for(lock, d, [this] { return cancelled_; });
-    return !cancelled_;
-  }
-
-  // What to do with a response that is not a redirect: an outcome, or a URL to go to instead
-  // (a signed URL that was refused: resolve it again).
-  using Next = std::variant<Outcome, std::string>;
-
-  // One attempt of a call: the request `prepare` makes (headers, body sink) for each URL from
-  // `url` on, redirects followed by hand (add_auth: the token goes to the endpoint's origin
-  // only), and `answer` for the first response that is not a redirect.
+  // One attempt of a call: the transport's exchange (redirects followed by hand, the token to
+  // the endpoint's origin only), with the client's words for its failures.
   template <class Prepare, class Answer>
-  Outcome exchange(std::string url, Deadline deadline, const CancelFlag* abandon,
-                   const std::string& what, Prepare&& prepare, Answer&& answer) {
-    for (int hop = 0; hop <= kMaxRedirects; ++hop) {
-      HttpRequest req;
-      req.url = url;
-      BodySink body;
-      prepare(req, body);
-      add_auth(req);
-      const auto origin = origin_of(url);
-      const bool cdn = !origin || !endpoint_origin_ || *origin != *endpoint_origin_;
-      stats_.requests++;
-      if (cdn) stats_.cdn_requests++;
-      auto resp = transport_.perform(req, deadline, body, abandon);
-      const std::uint64_t got = resp ? resp->body_bytes : resp.error().body_bytes;
-      stats_.bytes += got;
-      if (cdn) stats_.cdn_bytes += got;
-      if (!resp) return transfer_outcome(resp.error(), what);
-      if (is_redirect(resp->status)) {
-        const std::string loc = resp->header("location");
-        if (loc.empty()) return fail(response_error(*resp, what));
-        url = resolve_reference(url, loc);
-        stats_.redirects++;
-        continue;
-      }
-      Next next = answer(url, *resp);
-      if (auto* o = std::get_if<Outcome>(&next)) return std::move(*o);
-      url = std::move(std::get<std::string>(next));
-    }
-    return fail(make_error(HubErrorKind::kBadResponse, what + ": too many redirects"));
+  Out exchange(const std::string& url, Deadline deadline, const CancelFlag* abandon,
+               const std::string& what, Prepare&& prepare, Answer&& answer) {
+    ExchangeOptions options;
+    options.follow = Redirects::kAll;
+    options.max_redirects = kMaxRedirects;
+    options.deadline = deadline;
+    options.abandon = abandon;
+    ExchangeWords<HubError> words{
+        [&](const TransferError& e) { return transfer_error(e, what); },
+        [&] { return make_error(HubErrorKind::kBadResponse, what + ": too many redirects"); }};
+    return transport_.exchange<HubError>(url, options, prepare, answer, words);
   }
 
   // GET an API URL (JSON); the final 2xx response with its body.
   Expected<HttpResponse, HubError> api_get(const std::string& start_url, Deadline deadline) {
     HttpResponse result;
     const std::string what = redact(start_url);
-    auto attempt = [&]() -> Outcome {
+    auto attempt = [&]() -> Out {
       return exchange(
           start_url, deadline, nullptr, what,
           [](HttpRequest& req, BodySink&) {
             req.headers = {"Accept: application/json", "Accept-Encoding: identity"};
           },
-          [&](const std::string&, HttpResponse& resp) -> Next {
+          [&](const std::string&, HttpResponse& resp) -> NextStep {
             if (resp.status < 200 || resp.status >= 300) return status_outcome(resp, what);
             result = std::move(resp);
-            return done();
+            return done<HubError>();
           });
     };
     auto r = run_with_retries(attempt, deadline, "GET " + what, spdlog::level::debug);
@@ -356,57 +291,12 @@ class CurlHubClient final : public HubClient {
     return result;
   }
 
-  // The token goes to the endpoint's origin and nowhere else (not to a CDN, not after a
-  // redirect to another host or port).
-  void add_auth(HttpRequest& req) {
-    if (!send_token_) return;
-    const auto origin = origin_of(req.url);
-    if (!origin || !endpoint_origin_ || *origin != *endpoint_origin_) return;
-    if (auto token = tokens_.token()) req.headers.push_back("Authorization: Bearer " + *token);
-  }
-
-  Outcome transfer_outcome(const TransferError& e, const std::string& what) {
-    using K = TransferError::Kind;
-    switch (e.kind) {
-      case K::kCancelled:
-        return fail(make_error(HubErrorKind::kCancelled, what + ": shutting down"));
-      case K::kAbandoned:
-        return fail(make_error(HubErrorKind::kCancelled, what + ": nobody waits for it any more"));
-      case K::kTooLarge:
-        return fail(make_error(HubErrorKind::kBadResponse, what + ": " + e.message));
-      case K::kTimeout:
-        return retry(
-            with_cause(make_error(HubErrorKind::kTimeout, what + ": " + e.message), e.message));
-      case K::kStalled: {
-        Outcome o =
-            retry(make_error(HubErrorKind::kTimeout, what + ": stalled (" + e.message +
-                                                         "); retrying on a fresh connection"));
-        o.at_once = true;
-        return o;
-      }
-      case K::kTruncated:
-        return retry(
-            make_error(HubErrorKind::kCorrupt, what + ": truncated body (" + e.message + ")"));
-      case K::kConnect:
-      case K::kReset:
-      case K::kOther:
-        break;
-    }
-    return retry(
-        with_cause(make_error(HubErrorKind::kUnavailable, what + ": " + e.message), e.message));
-  }
-
-  Outcome status_outcome(const HttpResponse& resp, const std::string& what) {
-    HubError e = response_error(resp, what);
-    if (retryable_status(resp.status)) {
-      return retry(std::move(e),
-                   server_retry_hint(resp.header("retry-after"), resp.header("ratelimit")));
-    }
-    return fail(std::move(e));
+  Out status_outcome(const HttpResponse& resp, const std::string& what) {
+    return hub::status_outcome(resp, response_error(resp, what));
   }
 
   HubError response_error(const HttpResponse& resp, const std::string& what) {
-    return hub::response_error(resp, what, tokens_.token().has_value());
+    return hub::response_error(resp, what, transport_.tokens().token().has_value());
   }
 
   std::optional<std::string> cached_url(const std::string& key) {
@@ -417,7 +307,7 @@ class CurlHubClient final : public HubClient {
       urls_.erase(it);
       return std::nullopt;
     }
-    stats_.url_reuses++;
+    transport_.stats().url_reuses++;
     return it->second.url;
   }
 
@@ -443,29 +333,17 @@ class CurlHubClient final : public HubClient {
   };
 
   HubClientConfig config_;
-  TokenSource tokens_;
-  HttpTransport transport_;
-  std::optional<Origin> endpoint_origin_;
-  bool send_token_ = false;
+  HubTransport transport_;
   std::string api_base_;
   std::string file_base_;
-  HubStats stats_;
 
   std::mutex url_mu_;  // guards urls_; never held across I/O
   std::unordered_map<std::string, CachedUrl> urls_;
-
-  std::mutex rng_mu_;  // guards rng_
-  std::mt19937_64 rng_;
-
-  std::mutex sleep_mu_;  // guards cancelled_ for the backoff sleeps
-  std::condition_variable sleep_cv_;
-  bool cancelled_ = false;
 };
 
 }  // namespace
 
 std::unique_ptr<HubClient> make_hub_client(HubClientConfig config) {
-  if (config.http.user_agent.empty()) config.http.user_agent = default_user_agent();
   if (!config.proxy.empty()) config.http.proxy = config.proxy;
   return std::make_unique<CurlHubClient>(std::move(config));
 }

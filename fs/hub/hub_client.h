@@ -1,7 +1,9 @@
 #pragma once
 // The Hub as the rest of wheelhouse-fs sees it: resolve a revision to a commit, list folders at
 // that commit, read byte ranges of a file at that commit. The interface lets tests inject
-// faults by subclassing; CurlHubClient is the real one (the only code that speaks HTTP).
+// faults by subclassing; CurlHubClient is the real one. It speaks HTTP through HubTransport
+// (transport.h), the one Hub transport, which `wheelhouse publish` (publish::HubWriter) uses
+// too: the token's reach, redirects, retries and timeouts are decided there for both.
 
 #include <atomic>
 #include <chrono>
@@ -21,6 +23,7 @@
 #include "fs/hub/http.h"
 #include "fs/hub/hub_error.h"
 #include "fs/hub/retry.h"
+#include "fs/hub/transport.h"
 
 namespace whfs::hub {
 
@@ -45,20 +48,6 @@ struct FileRef {
   std::string commit;
   std::string path;
   std::uint64_t size = 0;
-};
-
-// HTTP exchanges and the body bytes they received: every server (requests, bytes), and of
-// them those to another origin than the endpoint's (the CDN a /resolve redirects to).
-struct HubStats {
-  std::atomic<std::uint64_t> requests{0};
-  std::atomic<std::uint64_t> retries{0};
-  std::atomic<std::uint64_t> errors{0};
-  std::atomic<std::uint64_t> bytes{0};
-  std::atomic<std::uint64_t> cdn_requests{0};
-  std::atomic<std::uint64_t> cdn_bytes{0};
-  std::atomic<std::uint64_t> stalls{0};  // tries that timed out (no progress), retried or not
-  std::atomic<std::uint64_t> redirects{0};
-  std::atomic<std::uint64_t> url_reuses{0};
 };
 
 class HubClient {

@@ -7,20 +7,18 @@
 #include <algorithm>
 #include <cerrno>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <system_error>
-#include <thread>
 #include <utility>
-
-#include "fs/common/clock.h"
 
 namespace whfs::publish {
 namespace {
 
+using hub::BodySink;
 using hub::HttpRequest;
 using hub::HttpResponse;
 using hub::TransferError;
 using Kind = PublishError::Kind;
+using Out = hub::Outcome<PublishError>;
 
 constexpr int kMaxRedirects = 5;
 // A storage PUT may take long on a slow line; a stalled one is cut by the stall limit.
@@ -55,67 +53,51 @@ std::string hub_message(const HttpResponse& r) {
 
 }  // namespace
 
-struct HubWriter::Step {
-  enum class Kind { kDone, kRetry, kFail } kind = Kind::kDone;
-  PublishError error;
-  std::optional<std::chrono::seconds> hint;  // the server's own wait (429, 503)
-  bool at_once = false;  // a stalled connection: a fresh one at once, no backoff
-};
-
 namespace {
 
-using Step = HubWriter::Step;
-
-Step done() { return {}; }
-Step retry(PublishError e, std::optional<std::chrono::seconds> hint = std::nullopt) {
-  return {Step::Kind::kRetry, std::move(e), hint, false};
+// A failed transfer in publishing's words (whether it is retried is the transport's rule).
+PublishError transfer_error(const TransferError& e, const std::string& what) {
+  if (e.kind == TransferError::Kind::kStalled)
+    return failed(what + ": stalled (" + e.message + ")");
+  return failed(what + ": " + e.message);
 }
-Step fail(PublishError e) { return {Step::Kind::kFail, std::move(e), std::nullopt, false}; }
 
-Step transfer_step(const TransferError& e, const std::string& what) {
-  using K = TransferError::Kind;
-  switch (e.kind) {
-    case K::kCancelled:
-    case K::kAbandoned:
-    case K::kTooLarge:
-      return fail(failed(what + ": " + e.message));
-    case K::kStalled: {
-      Step s = retry(failed(what + ": stalled (" + e.message + ")"));
-      s.at_once = true;
-      return s;
-    }
-    default:
-      return retry(failed(what + ": " + e.message));
-  }
+// An exchange's failures in publishing's words; `what` must outlive them.
+hub::ExchangeWords<PublishError> exchange_words(const std::string& what) {
+  return {[&what](const TransferError& e) { return transfer_error(e, what); },
+          [&what] { return failed(what + ": too many redirects"); }};
+}
+
+hub::TransportConfig transport_config(const WriterConfig& c) {
+  // No insecure_token for publishing: a write token never crosses a network in clear text.
+  return hub::TransportConfig{c.endpoint, c.token_file, false, c.retry, c.http};
 }
 
 }  // namespace
 
 HubWriter::HubWriter(WriterConfig config)
-    : config_(std::move(config)),
-      tokens_(config_.token_file),
-      transport_([this] {
-        hub::HttpConfig h = config_.http;
-        if (h.user_agent.empty()) h.user_agent = hub::default_user_agent();
-        return h;
-      }()),
-      endpoint_origin_(hub::origin_of(config_.endpoint)) {
-  token_may_travel_ = endpoint_origin_ && (endpoint_origin_->scheme == "https" ||
-                                           hub::is_loopback_host(endpoint_origin_->host));
+    : config_(std::move(config)), transport_(transport_config(config_)) {
   const bool dataset = config_.repo.type == hub::RepoType::kDataset;
   api_base_ = config_.endpoint + (dataset ? "/api/datasets/" : "/api/models/") + config_.repo.id;
   git_base_ = config_.endpoint + (dataset ? "/datasets/" : "/") + config_.repo.id + ".git";
 }
 
+WriterStats HubWriter::stats() const {
+  WriterStats s = stats_;
+  s.requests = transport_.stats().requests.load();
+  s.retries = transport_.stats().retries.load();
+  return s;
+}
+
 Expected<void, PublishError> HubWriter::ready() {
-  if (!tokens_.token()) {
+  if (!transport_.tokens().token()) {
     return unexpected(PublishError{
         Kind::kDenied,
-        "no token (looked in " + tokens_.describe() +
+        "no token (looked in " + transport_.tokens().describe() +
             "): publishing needs a write token; set HF_TOKEN, run `hf auth login`, or give "
             "--token-file"});
   }
-  if (!token_may_travel_) {
+  if (!transport_.token_may_travel()) {
     return unexpected(PublishError{Kind::kDenied, "the endpoint " + config_.endpoint +
                                                       " is plain http on another machine: the "
                                                       "token is not sent in clear text"});
@@ -123,73 +105,26 @@ Expected<void, PublishError> HubWriter::ready() {
   return {};
 }
 
-void HubWriter::add_auth(HttpRequest& req) {
-  if (!token_may_travel_) return;
-  const auto origin = hub::origin_of(req.url);
-  if (!origin || !endpoint_origin_ || *origin != *endpoint_origin_) return;
-  if (auto token = tokens_.token()) req.headers.push_back("Authorization: Bearer " + *token);
-}
-
+// The transport's retries, in publishing's words: a warning for each retry, and how many tries
+// were made when they are spent. No deadline: each request has its own limit, and the server's
+// own wait is obeyed up to kLongestServerWait.
 template <class Attempt>
 Expected<void, PublishError> HubWriter::with_retries(const std::string& what, Attempt&& attempt) {
-  std::mt19937_64 rng(std::random_device{}());
-  std::uniform_real_distribution<double> jitter(0.0, 1.0);
-  PublishError last = failed(what + ": not tried");
-  for (int tries = 1;; ++tries) {
-    Step s = attempt();
-    if (s.kind == Step::Kind::kDone) return {};
-    if (s.kind == Step::Kind::kFail) return unexpected(std::move(s.error));
-    last = std::move(s.error);
-    if (tries >= config_.retry.max_attempts) break;
-    auto delay = s.at_once ? std::chrono::milliseconds(0)
-                           : hub::backoff_delay(config_.retry, tries - 1, jitter(rng));
-    if (s.hint) {
-      delay = std::max<std::chrono::milliseconds>(
-          delay,
-          std::min<std::chrono::seconds>(*s.hint + std::chrono::seconds(1), kLongestServerWait));
-    }
-    ++stats_.retries;
+  hub::RetryRun<PublishError> run;
+  run.longest_server_wait = kLongestServerWait;
+  run.on_retry = [this](const PublishError& last, int tries, std::chrono::milliseconds delay,
+                        bool) {
     spdlog::warn("{}; retry {} of {} in {:.1f} s", last.message, tries,
                  config_.retry.max_attempts - 1, static_cast<double>(delay.count()) / 1000);
-    std::this_thread::sleep_for(delay);
-  }
-  last.message += " (gave up after " + std::to_string(config_.retry.max_attempts) + " tries)";
-  return unexpected(std::move(last));
-}
-
-Step HubWriter::api_attempt(const std::string& url, const std::string& content_type,
-                            const std::string& body, const std::string& what, bool token,
-                            HttpResponse* out) {
-  std::string at = url;
-  for (int hop = 0; hop <= kMaxRedirects; ++hop) {
-    HttpRequest req;
-    req.method = "POST";
-    req.url = at;
-    req.headers = {
-        std::string("Accept: ") + (content_type == kLfsJson ? kLfsJson : "application/json"),
-        "Content-Type: " + content_type};
-    req.post_body = body;
-    if (token) add_auth(req);
-    ++stats_.requests;
-    auto resp = transport_.perform(req, Clock::now() + config_.api_timeout);
-    if (!resp) return transfer_step(resp.error(), what);
-    // 307/308 keep the method and body (a renamed repository); no other redirect is followed.
-    if ((resp->status == 307 || resp->status == 308) && !resp->header("location").empty()) {
-      at = hub::resolve_reference(at, resp->header("location"));
-      continue;
-    }
-    if (ok_status(resp->status)) {
-      *out = std::move(*resp);
-      return done();
-    }
-    PublishError e = api_error(*resp, what);
-    if (hub::retryable_status(resp->status)) {
-      return retry(std::move(e),
-                   hub::server_retry_hint(resp->header("retry-after"), resp->header("ratelimit")));
-    }
-    return fail(std::move(e));
-  }
-  return fail(failed(what + ": too many redirects"));
+  };
+  run.give_up = [&](std::optional<PublishError> last, int, std::chrono::seconds, const char*) {
+    PublishError e = last ? std::move(*last) : failed(what + ": not tried");
+    e.message += " (gave up after " + std::to_string(config_.retry.max_attempts) + " tries)";
+    return e;
+  };
+  // Nothing cancels a writer's transport; said in case something does one day.
+  run.cancelled = [&] { return failed(what + ": cancelled"); };
+  return transport_.run_with_retries<PublishError>(attempt, run);
 }
 
 Expected<HttpResponse, PublishError> HubWriter::api_post(const std::string& url,
@@ -197,8 +132,30 @@ Expected<HttpResponse, PublishError> HubWriter::api_post(const std::string& url,
                                                          const std::string& body,
                                                          const std::string& what, bool token) {
   HttpResponse out;
-  auto r =
-      with_retries(what, [&] { return api_attempt(url, content_type, body, what, token, &out); });
+  hub::ExchangeOptions options;
+  // 307/308 keep the method and body (a renamed repository); no other redirect is followed.
+  options.follow = hub::Redirects::kSameMethod;
+  options.max_redirects = kMaxRedirects;
+  options.token = token;
+  options.per_request = config_.api_timeout;
+  const auto words = exchange_words(what);
+  auto prepare = [&](HttpRequest& req, BodySink&) {
+    req.method = "POST";
+    req.headers = {
+        std::string("Accept: ") + (content_type == kLfsJson ? kLfsJson : "application/json"),
+        "Content-Type: " + content_type};
+    req.post_body = body;
+  };
+  auto answer = [&](const std::string&, HttpResponse& resp) -> hub::Next<PublishError> {
+    if (ok_status(resp.status)) {
+      out = std::move(resp);
+      return hub::done<PublishError>();
+    }
+    return hub::status_outcome(resp, api_error(resp, what));
+  };
+  auto r = with_retries(what, [&] {
+    return transport_.exchange<PublishError>(url, options, prepare, answer, words);
+  });
   if (!r) return unexpected(std::move(r).error());
   return out;
 }
@@ -207,7 +164,7 @@ PublishError HubWriter::api_error(const HttpResponse& resp, const std::string& w
   const std::string code = resp.header("x-error-code");
   const std::string said_raw = hub_message(resp);
   const std::string said = said_raw.empty() ? "" : " (Hub: " + said_raw + ")";
-  const std::string token = "the token from " + tokens_.describe();
+  const std::string token = "the token from " + transport_.tokens().describe();
   switch (resp.status) {
     case 401:
       if (code == "GatedRepo") {
@@ -267,10 +224,13 @@ Expected<std::string, PublishError> HubWriter::put(const std::string& url, int f
                                                    std::uint64_t offset, std::uint64_t size,
                                                    const std::string& what) {
   std::string etag;
-  auto attempt = [&]() -> Step {
-    HttpRequest req;
+  hub::ExchangeOptions options;
+  options.follow = hub::Redirects::kNone;
+  options.token = false;  // a presigned URL: no token, whatever its origin
+  options.per_request = kStorageDeadline;
+  const auto words = exchange_words(what);
+  auto prepare = [&](HttpRequest& req, BodySink&) {
     req.method = "PUT";
-    req.url = url;  // a presigned URL: no token, whatever its origin
     req.put_body.size = size;
     req.put_body.read = [fd, offset](std::uint64_t at,
                                      std::span<std::byte> out) -> std::optional<std::size_t> {
@@ -281,21 +241,24 @@ Expected<std::string, PublishError> HubWriter::put(const std::string& url, int f
       if (n < 0) return std::nullopt;
       return static_cast<std::size_t>(n);
     };
-    ++stats_.requests;
-    auto resp = transport_.perform(req, Clock::now() + kStorageDeadline);
-    if (!resp) return transfer_step(resp.error(), what);
-    if (ok_status(resp->status)) {
+  };
+  auto answer = [&](const std::string&, HttpResponse& resp) -> hub::Next<PublishError> {
+    if (ok_status(resp.status)) {
       stats_.bytes_uploaded += size;
-      etag = resp->header("etag");
-      return done();
+      etag = resp.header("etag");
+      return hub::done<PublishError>();
     }
-    const std::string code = xml_field(resp->body, "Code");
-    const std::string message = xml_field(resp->body, "Message");
+    const std::string code = xml_field(resp.body, "Code");
+    const std::string message = xml_field(resp.body, "Message");
     PublishError e =
-        failed(what + ": the storage host answered HTTP " + std::to_string(resp->status) +
+        failed(what + ": the storage host answered HTTP " + std::to_string(resp.status) +
                (code.empty() ? "" : " " + code + (message.empty() ? "" : ": " + message)));
-    if (hub::retryable_status(resp->status)) return retry(std::move(e));
-    return fail(std::move(e));
+    Out o = hub::status_outcome(resp, std::move(e));
+    o.hint.reset();  // a storage host's own wait is not obeyed, only the backoff
+    return o;
+  };
+  auto attempt = [&] {
+    return transport_.exchange<PublishError>(url, options, prepare, answer, words);
   };
   auto r = with_retries(what, attempt);
   if (!r) return unexpected(std::move(r).error());

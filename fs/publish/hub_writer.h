@@ -1,15 +1,17 @@
 #pragma once
-// The Hub's write API over HttpTransport, as huggingface_hub uses it without Xet
-// (tests/fakehub/hub-write-api.md): preupload, the LFS batch API, the storage PUTs (basic, or
-// multipart with a completion POST), verify, and the ndjson commit.
+// The Hub's write API over hub::HubTransport (fs/hub/transport.h), as huggingface_hub uses it
+// without Xet (tests/fakehub/hub-write-api.md): preupload, the LFS batch API, the storage PUTs
+// (basic, or multipart with a completion POST), verify, and the ndjson commit. Only these
+// protocol steps are here; how a request travels is the transport's, as for reads.
 //
-// The token goes only to the endpoint's origin, and only over https or to this machine, as
-// for reads (curl_hub_client.cpp); never to a storage or completion URL (the official clients
-// send none there, and S3 refuses a presigned request that also carries one), and never into a
-// message. Transient failures (connect errors, resets, stalls, 408/429/5xx) are retried with
-// backoff; an upload retried is sent again from its start, a multipart upload only the part
-// that failed. The commit POST is retried too: it names its parent commit, so a commit that
-// did land before its answer was lost makes the retry fail with 412, never commit twice.
+// The token goes only to the endpoint's origin, and only over https or to this machine (the
+// transport's rule); it is not even offered for a storage or completion URL (the official
+// clients send none there, and S3 refuses a presigned request that also carries one), and
+// never goes into a message. Transient failures (connect errors, resets, stalls, 408/429/5xx)
+// are retried with backoff by the transport; an upload retried is sent again from its start,
+// a multipart upload only the part that failed. The commit POST is retried too: it names its
+// parent commit, so a commit that did land before its answer was lost makes the retry fail
+// with 412, never commit twice.
 
 #include <cstdint>
 #include <filesystem>
@@ -21,8 +23,7 @@
 #include "fs/hub/http.h"
 #include "fs/hub/hub_client.h"
 #include "fs/hub/retry.h"
-#include "fs/hub/token.h"
-#include "fs/hub/url.h"
+#include "fs/hub/transport.h"
 #include "fs/publish/checked_file.h"
 #include "fs/publish/publish_error.h"
 #include "fs/publish/write_api.h"
@@ -54,8 +55,8 @@ class HubWriter {
   // a network in clear text (a plain http endpoint on another machine).
   Expected<void, PublishError> ready();
   // Where the token comes from, in words (never the token).
-  std::string token_origin() const { return tokens_.describe(); }
-  bool has_token() { return tokens_.token().has_value(); }
+  std::string token_origin() const { return transport_.tokens().describe(); }
+  bool has_token() { return transport_.tokens().token().has_value(); }
   const std::string& repo_id() const { return config_.repo.id; }
 
   Expected<std::vector<PreuploadAnswer>, PublishError> preupload(
@@ -69,10 +70,8 @@ class HubWriter {
   Expected<CommitAnswer, PublishError> commit(const std::string& revision,
                                               const std::string& payload);
 
-  const WriterStats& stats() const { return stats_; }
-
- public:
-  struct Step;  // one attempt's outcome (hub_writer.cpp)
+  // requests and retries are the transport's counts.
+  WriterStats stats() const;
 
  private:
   template <class Attempt>
@@ -82,20 +81,14 @@ class HubWriter {
                                                      const std::string& content_type,
                                                      const std::string& body,
                                                      const std::string& what, bool token);
-  Step api_attempt(const std::string& url, const std::string& content_type, const std::string& body,
-                   const std::string& what, bool token, hub::HttpResponse* out);
   Expected<std::string, PublishError> put(const std::string& url, int fd, std::uint64_t offset,
                                           std::uint64_t size, const std::string& what);
   Expected<void, PublishError> multipart(const BatchAnswer& object, int fd,
                                          const std::string& name);
   PublishError api_error(const hub::HttpResponse& resp, const std::string& what) const;
-  void add_auth(hub::HttpRequest& req);
 
   WriterConfig config_;
-  hub::TokenSource tokens_;
-  hub::HttpTransport transport_;
-  std::optional<hub::Origin> endpoint_origin_;
-  bool token_may_travel_ = false;
+  hub::HubTransport transport_;
   std::string api_base_;  // {endpoint}/api/datasets/{id}
   std::string git_base_;  // {endpoint}/datasets/{id}.git
   WriterStats stats_;
