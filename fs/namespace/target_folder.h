@@ -32,7 +32,7 @@ struct IndexMetadata {
   std::string requires_python;
 };
 
-// Where index pages get the METADATA of a wheel (fs/index: ranged reads of the wheel's zip).
+// Where index pages get the METADATA of a wheel (fs/wheel: ranged reads of the wheel's zip).
 class IndexMetadataSource {
  public:
   virtual ~IndexMetadataSource() = default;

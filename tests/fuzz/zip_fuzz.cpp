@@ -1,4 +1,4 @@
-// Fuzzes the zip reading of fs/index (a wheel's end, its central directory, a member) and the
+// Fuzzes the zip reading of fs/wheel (a wheel's end, its central directory, a member) and the
 // METADATA/RECORD helpers, over bytes that stand for a whole wheel from the network. Any crash,
 // sanitizer report or read outside the input is a bug; so is an offset that points past the
 // file once accepted.

@@ -1,5 +1,5 @@
 #pragma once
-// Zips as wheels are written, for the tests of the code that reads them (fs/index's ranged
+// Zips as wheels are written, for the tests of the code that reads them (fs/wheel's ranged
 // reader, fs/publish's wheel checks): members stored or deflated, a local extra field the
 // reader must skip, an archive comment, the zip64 end records.
 
