@@ -3,6 +3,7 @@
 // flight, the reads, the Hub and the cache, the last distinct problems. --watch redraws it
 // every second (like top); --json gives the same facts for scripts.
 
+#include <fmt/format.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -118,41 +119,38 @@ void print_status(const std::string& mountpoint, const nlohmann::json& j) {
                 plural(num(t, "connections"), "connection", "connections").c_str(),
                 plural(num(t, "readers"), "reader", "readers").c_str());
   }
+  // (fmt: these lines carry many counters, and "{}" needs no cast per integer.)
   if (j.contains("reads")) {
     const auto& r = j["reads"];
     const std::uint64_t reads = num(r, "reads");
-    std::printf(
-        "reads      %llu reached the daemon: %llu hits (%s, served at once), %llu misses "
-        "(waited for a download), %llu errors\n",
-        static_cast<ull>(reads), static_cast<ull>(num(r, "hits")),
-        percent(num(r, "hits"), reads).c_str(), static_cast<ull>(num(r, "misses")),
-        static_cast<ull>(num(r, "errors")));
+    fmt::print(
+        "reads      {} reached the daemon: {} hits ({}, served at once), {} misses "
+        "(waited for a download), {} errors\n",
+        reads, num(r, "hits"), percent(num(r, "hits"), reads), num(r, "misses"), num(r, "errors"));
   }
   if (j.contains("fetch")) {
     const auto& f = j["fetch"];
     const std::uint64_t demand = num(f, "demand");
     const std::uint64_t ahead = num(f, "prefetch");
-    std::printf(
-        "downloads  %s (%llu for readers, %llu ahead); %llu ranged GETs done, %s; "
-        "%llu reads joined one in flight, %llu failed their hash\n",
-        plural(demand + ahead, "download", "downloads").c_str(), static_cast<ull>(demand),
-        static_cast<ull>(ahead), static_cast<ull>(num(f, "requests")),
-        format_bytes(num(f, "bytes")).c_str(), static_cast<ull>(num(f, "joined")),
-        static_cast<ull>(num(f, "corrupt")));
-    std::printf("serving    %s; %llu verified in memory, %llu failed at once, %llu interrupted\n",
-                j.value("serving", "?").c_str(), static_cast<ull>(num(f, "in_memory")),
-                static_cast<ull>(num(f, "failed_fast")), static_cast<ull>(num(f, "interrupted")));
+    fmt::print(
+        "downloads  {} ({} for readers, {} ahead); {} ranged GETs done, {}; {} reads joined one "
+        "in flight, {} failed their hash\n",
+        plural(demand + ahead, "download", "downloads"), demand, ahead, num(f, "requests"),
+        format_bytes(num(f, "bytes")), num(f, "joined"), num(f, "corrupt"));
+    fmt::print("serving    {}; {} verified in memory, {} failed at once, {} interrupted\n",
+               j.value("serving", "?"), num(f, "in_memory"), num(f, "failed_fast"),
+               num(f, "interrupted"));
   }
   if (j.contains("hub")) {
     const auto& h = j["hub"];
     const std::uint64_t cdn = num(h, "cdn_requests");
     const std::uint64_t all = num(h, "requests");
-    std::printf(
-        "http       %llu requests to the Hub, %llu to the CDN, %s received; %llu retries (%llu "
-        "stalls), %llu errors\n",
-        static_cast<ull>(all >= cdn ? all - cdn : 0), static_cast<ull>(cdn),
-        format_bytes(num(h, "bytes")).c_str(), static_cast<ull>(num(h, "retries")),
-        static_cast<ull>(num(h, "stalls")), static_cast<ull>(num(h, "errors")));
+    const std::string sent =
+        fmt::format("{} requests to the Hub, {} to the CDN, {} received",
+                    all >= cdn ? all - cdn : 0, cdn, format_bytes(num(h, "bytes")));
+    const std::string failed = fmt::format("{} retries ({} stalls), {} errors", num(h, "retries"),
+                                           num(h, "stalls"), num(h, "errors"));
+    std::printf("http       %s; %s\n", sent.c_str(), failed.c_str());
   }
   if (j.contains("cache")) {
     const auto& c = j["cache"];

@@ -14,6 +14,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "fs/common/text.h"
+
 namespace whfs::hub {
 namespace {
 
@@ -23,21 +25,6 @@ struct CurlGlobal {
 };
 
 void ensure_curl_global() { static CurlGlobal global; }
-
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
-
-std::string trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() &&
-         (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) {
-    s.remove_suffix(1);
-  }
-  return std::string(s);
-}
 
 // The sockets a handle has open (its connection cache), so that each arriving body can be
 // acknowledged at once: a server that holds back the tail of a response until its earlier
@@ -88,8 +75,8 @@ std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
   }
   const auto colon = line.find(':');
   if (colon == std::string_view::npos) return size * n;
-  std::string name = lower(std::string(line.substr(0, colon)));
-  std::string value = trim(line.substr(colon + 1));
+  std::string name = lower(line.substr(0, colon));
+  std::string value(trim(line.substr(colon + 1)));
   auto& slot = t->response.headers[name];
   if (name == "link" && !slot.empty()) {
     slot += ", " + value;

@@ -5,12 +5,6 @@
 #include <algorithm>
 
 namespace whfs::reader {
-namespace {
-
-ReadError from_hub(const hub::HubError& e) { return hub::to_fs_error(e, hub::Asked::kContent); }
-
-}  // namespace
-
 struct Downloads::Flight {
   Flight(FileContent c, BlockRange r, bool d) : content(std::move(c)), range(r), demand(d) {}
   FileContent content;
@@ -30,7 +24,7 @@ struct Downloads::Flight {
 Downloads::Downloads(cache::BlockStore& store, hub::HubClient& hub, const FetcherConfig& config,
                      OnComplete on_complete)
     : store_(store),
-      hub_(hub),
+      gets_(store, hub),
       config_(config),
       max_blocks_(static_cast<std::uint32_t>(
           std::max<std::uint64_t>(1, config.max_request / store.block_size()))),
@@ -68,12 +62,10 @@ void Downloads::shutdown() {
 
 void Downloads::add_to(FetcherStats& s) const {
   std::lock_guard lock(mu_);
-  s.requests += stats_.requests;
-  s.bytes += stats_.bytes;
+  gets_.add_to(s);
   s.demand_requests += stats_.demand_requests;
   s.prefetch_requests += stats_.prefetch_requests;
   s.waits_joined += stats_.waits_joined;
-  s.errors += stats_.errors;
   s.uncached += stats_.uncached;
 }
 
@@ -84,7 +76,7 @@ Expected<void, ReadError> Downloads::wait_for(const FileContent& c,
                                               const WaitPolicy& wait) {
   // The patience restarts whenever one of them finishes, so a large download that keeps
   // making progress is never cut short, and one that stalls is.
-  transfers_.wait(c.id, c.path, c.size);
+  gets_.transfers().wait(c.id, c.path, c.size);
   auto count_done = [&] {
     return static_cast<std::size_t>(std::count_if(flights.begin(), flights.end(),
                                                   [](const auto& f) { return f->done.load(); }));
@@ -115,7 +107,7 @@ Expected<void, ReadError> Downloads::wait_for(const FileContent& c,
     seen = count_done();
     until = Clock::now() + wait.patience;
   }
-  transfers_.unwait(c.id);
+  gets_.transfers().unwait(c.id);
   if (failed) return unexpected(std::move(*failed));
   for (const auto& f : flights) {
     std::lock_guard lock(f->mu);
@@ -209,7 +201,7 @@ void Downloads::run_buffer_piece(const std::shared_ptr<Flight>& f) {
   const std::uint64_t offset = static_cast<std::uint64_t>(f->range.first) * bs;
   const std::uint64_t end =
       std::min(f->content.size, static_cast<std::uint64_t>(f->range.end()) * bs);
-  auto got = get_range(f->content, offset, std::span(m.data.get() + offset, end - offset),
+  auto got = gets_.get(f->content, offset, std::span(m.data.get() + offset, end - offset),
                        Clock::now() + config_.request_timeout, nullptr);
   if (!got) {
     std::lock_guard lock(m.mu);
@@ -224,7 +216,7 @@ void Downloads::run_buffer_piece(const std::shared_ptr<Flight>& f) {
 Expected<void, ReadError> Downloads::refill_buffer(const FileContent& c, std::byte* data) {
   for (std::uint64_t off = 0; off < c.size; off += config_.max_request) {
     const std::uint64_t n = std::min<std::uint64_t>(config_.max_request, c.size - off);
-    auto got = get_range(c, off, std::span(data + off, n), Clock::now() + config_.request_timeout,
+    auto got = gets_.get(c, off, std::span(data + off, n), Clock::now() + config_.request_timeout,
                          nullptr);
     if (!got) return unexpected(got.error());
   }
@@ -234,7 +226,7 @@ Expected<void, ReadError> Downloads::refill_buffer(const FileContent& c, std::by
 Expected<void, ReadError> Downloads::refill_cache(const FileContent& c) {
   const auto total = block_count(c.size, store_.block_size());
   for (const auto& piece : split(BlockRange{0, total}, max_blocks_)) {
-    auto put = download_and_put(c, piece, Clock::now() + config_.request_timeout, nullptr);
+    auto put = gets_.get_and_put(c, piece, Clock::now() + config_.request_timeout, nullptr);
     if (!put) return unexpected(put.error());
     if (!*put) return unexpected(ReadError{FsErrorKind::kIo, c.path + ": " + put->error().message});
   }
@@ -322,7 +314,7 @@ void Downloads::run(const std::shared_ptr<Flight>& f) {
 Expected<Downloads::Stored, ReadError> Downloads::download(const FileContent& c, BlockRange r,
                                                            Deadline deadline,
                                                            const CancelFlag* abandon) {
-  auto put = download_and_put(c, r, deadline, abandon);
+  auto put = gets_.get_and_put(c, r, deadline, abandon);
   if (!put) return unexpected(put.error());
   if (!*put) {
     if (put->error().kind != cache::CacheError::Kind::kFull) {
@@ -336,83 +328,6 @@ Expected<Downloads::Stored, ReadError> Downloads::download(const FileContent& c,
     if (auto v = on_complete_(c, **put); !v) return unexpected(v.error());
   }
   return Stored::kCached;
-}
-
-Expected<void, ReadError> Downloads::get_range(const FileContent& c, std::uint64_t offset,
-                                               std::span<std::byte> buf, Deadline deadline,
-                                               const CancelFlag* abandon,
-                                               const hub::HubClient::FillFn* on_fill) {
-  // Counted as the bytes arrive (every 64 KiB at most once: a lock per libcurl write would
-  // cost more than it tells), for `wheelhouse status` and the metrics.
-  transfers_.open(c.id, c.path, c.size);
-  std::size_t counted = 0;
-  auto count_fn = [&](std::size_t filled) {
-    if (filled >= counted + (64u << 10) || (filled == buf.size() && filled > counted)) {
-      transfers_.received(c.id, filled - counted);
-      counted = filled;
-    }
-    if (on_fill != nullptr) (*on_fill)(filled);
-  };
-  const hub::HubClient::FillFn counting = count_fn;
-  const auto t0 = Clock::now();
-  auto got = hub_.read_range(hub::FileRef{c.commit, c.path, c.size}, offset, buf, deadline, abandon,
-                             &counting);
-  latency_.observe(Clock::now() - t0);
-  if (got && counted < buf.size()) transfers_.received(c.id, buf.size() - counted);
-  transfers_.close(c.id);
-  {
-    std::lock_guard lock(mu_);
-    stats_.requests++;
-    if (got) stats_.bytes += buf.size();
-    if (!got) stats_.errors++;
-  }
-  if (!got) {
-    ReadError e = from_hub(got.error());
-    if (abandon == nullptr || !abandon->cancelled()) {
-      spdlog::error("{}: download of bytes {}-{} failed: {}", c.path, offset,
-                    offset + buf.size() - 1, got.error().describe());
-      e.logged = true;
-    }
-    return unexpected(std::move(e));
-  }
-  return {};
-}
-
-Expected<cache::Result<cache::ContentState>, ReadError> Downloads::download_and_put(
-    const FileContent& c, BlockRange r, Deadline deadline, const CancelFlag* abandon) {
-  const std::uint64_t bs = store_.block_size();
-  const std::uint64_t offset = static_cast<std::uint64_t>(r.first) * bs;
-  const std::uint64_t end = std::min(c.size, static_cast<std::uint64_t>(r.end()) * bs);
-  // Each worker reuses one buffer: a fresh 4 MiB allocation per request costs a zero-fill and
-  // page faults on every download.
-  thread_local std::unique_ptr<std::byte[]> scratch;
-  thread_local std::size_t scratch_size = 0;
-  if (scratch_size < end - offset) {
-    scratch.reset(new std::byte[end - offset]);  // not value-initialised
-    scratch_size = end - offset;
-  }
-  const std::span<std::byte> buf(scratch.get(), end - offset);
-  // Whole blocks are stored as they arrive, a few hundred KiB at a time, while they are still
-  // in the CPU's cache: the block checksum, the copy into LMDB's page and (for the front of the
-  // file) the running SHA-256 then read them from there, not from memory (issue 17). Blocks
-  // of a transfer that fails midway stay stored; the retry asks for the rest.
-  std::uint64_t stored = 0;  // bytes of buf put so far (whole blocks)
-  std::optional<cache::Result<cache::ContentState>> put;
-  auto store = [&](std::uint64_t upto) {
-    if (put && !*put) return;  // the cache refused: the memory path takes over at the end
-    put = store_.put_blocks(c.id, c.size, r.first + static_cast<std::uint32_t>(stored / bs),
-                            buf.subspan(stored, upto - stored));
-    if (*put) stored = upto;
-  };
-  auto on_fill_fn = [&](std::size_t filled) {
-    const std::uint64_t whole = filled == buf.size() ? filled : filled / bs * bs;
-    if (whole >= stored + kStreamPutBytes || (whole == buf.size() && whole > stored)) store(whole);
-  };
-  const hub::HubClient::FillFn on_fill = on_fill_fn;
-  const auto got = get_range(c, offset, buf, deadline, abandon, &on_fill);
-  if (!got) return unexpected(got.error());
-  if (stored < buf.size() && !(put && !*put)) store(buf.size());
-  return std::move(*put);
 }
 
 std::optional<std::vector<std::uint32_t>> Downloads::missing_blocks(const FileContent& c,

@@ -1,5 +1,6 @@
 #pragma once
-// The read path's downloads, and its only caller of the HubClient: single-flight per block
+// The read path's downloads (the only code that asks the HubClient for bytes, through
+// RangedGets): single-flight per block
 // (concurrent readers wait for one GET), adjacent missing blocks as one ranged GET, demand
 // downloads ahead of prefetches (a queued prefetch a reader now needs is promoted), and a
 // worker pool that bounds connections and buffers (workers x max_request bytes). A download
@@ -26,6 +27,7 @@
 #include "fs/common/histogram.h"
 #include "fs/hub/hub_client.h"
 #include "fs/reader/block_math.h"
+#include "fs/reader/ranged_gets.h"
 #include "fs/reader/read_types.h"
 #include "fs/reader/transfers.h"
 
@@ -33,8 +35,6 @@ namespace whfs::reader {
 
 class Downloads {
  public:
-  // A download is stored in puts of at least this many bytes (whole blocks) as they arrive.
-  static constexpr std::uint64_t kStreamPutBytes = 512 << 10;
   struct Flight;  // one ranged GET of consecutive blocks (downloads.cpp)
 
   // A whole content downloaded into memory, in pieces of one request each. `on_complete`
@@ -90,11 +90,12 @@ class Downloads {
   Expected<void, ReadError> refill_cache(const FileContent& c);
   Expected<void, ReadError> refill_buffer(const FileContent& c, std::byte* data);
 
-  // One ranged GET into `buf`, counted; `on_fill` as HubClient::read_range's.
+  // One ranged GET into `buf` (see RangedGets::get).
   Expected<void, ReadError> get_range(const FileContent& c, std::uint64_t offset,
                                       std::span<std::byte> buf, Deadline deadline,
-                                      const CancelFlag* abandon,
-                                      const hub::HubClient::FillFn* on_fill = nullptr);
+                                      const CancelFlag* abandon) {
+    return gets_.get(c, offset, buf, deadline, abandon);
+  }
   // Blocks of the range not in the cache; nullopt when the cache cannot say.
   std::optional<std::vector<std::uint32_t>> missing_blocks(const FileContent& c, BlockRange r);
 
@@ -103,9 +104,9 @@ class Downloads {
   void shutdown();
 
   void add_to(FetcherStats& s) const;
-  Transfers& transfers() { return transfers_; }
-  const Transfers& transfers() const { return transfers_; }
-  const LatencyHistogram& latency() const { return latency_; }
+  Transfers& transfers() { return gets_.transfers(); }
+  const Transfers& transfers() const { return gets_.transfers(); }
+  const LatencyHistogram& latency() const { return gets_.latency(); }
 
  private:
   struct Key {
@@ -127,14 +128,11 @@ class Downloads {
   // `abandon` (may be null) ends a download nobody waits for any more.
   Expected<Stored, ReadError> download(const FileContent& c, BlockRange r, Deadline deadline,
                                        const CancelFlag* abandon);
-  // One ranged GET into this worker's buffer, stored in the cache as its blocks arrive.
-  Expected<cache::Result<cache::ContentState>, ReadError> download_and_put(
-      const FileContent& c, BlockRange r, Deadline deadline, const CancelFlag* abandon);
   void finish(const std::shared_ptr<Flight>& f, std::optional<ReadError> error,
               Stored stored = Stored::kCached);
 
   cache::BlockStore& store_;
-  hub::HubClient& hub_;
+  RangedGets gets_;  // thread-safe itself
   const FetcherConfig config_;
   const std::uint32_t max_blocks_;
   const OnComplete on_complete_;
@@ -145,17 +143,13 @@ class Downloads {
   std::unordered_map<Key, std::shared_ptr<Flight>, KeyHash> inflight_;
   std::deque<std::shared_ptr<Flight>> demand_q_;
   std::deque<std::shared_ptr<Flight>> prefetch_q_;
-  FetcherStats stats_;  // requests, bytes, demand/prefetch requests, waits joined, errors,
-                        // uncached
+  FetcherStats stats_;  // demand and prefetch requests, waits joined, uncached
   bool stopping_ = false;
   std::vector<std::thread> workers_;
 
   // Readers waiting for flights sleep here; every finished flight wakes them. A leaf lock.
   std::mutex progress_mu_;
   std::condition_variable progress_cv_;
-
-  Transfers transfers_;  // a leaf, thread-safe itself
-  LatencyHistogram latency_;
 };
 
 }  // namespace whfs::reader

@@ -3,7 +3,8 @@
 // servable and says where to read it from. It composes the read path's parts, each with its
 // own lock:
 //  - ServingGate (serving_gate.h): who may serve a content's bytes; no I/O.
-//  - Downloads (downloads.h): flights, queues and workers; the only caller of the HubClient.
+//  - Downloads (downloads.h): flights, queues and workers, over RangedGets (ranged_gets.h):
+//    one counted ranged GET, the only call of the HubClient for bytes.
 //  - Verifier (verifier.h): whole-content hashing, a retry, then quarantine.
 //  - MemoryContents (memory_contents.h): contents the cache cannot keep, verified in memory.
 //  - Claims (claims.h): one download of a content among the processes sharing a cache.
@@ -34,7 +35,7 @@ namespace whfs::reader {
 
 class Fetcher {
  public:
-  static constexpr std::uint64_t kStreamPutBytes = Downloads::kStreamPutBytes;
+  static constexpr std::uint64_t kStreamPutBytes = RangedGets::kStreamPutBytes;
   Fetcher(cache::BlockStore& store, hub::HubClient& hub, FetcherConfig config);
   ~Fetcher();
   Fetcher(const Fetcher&) = delete;

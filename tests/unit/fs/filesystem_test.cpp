@@ -9,13 +9,13 @@
 #include "cache/tiered_cache.h"
 #include "fs/hub/offline_hub.h"
 #include "fs/namespace/targets_view.h"
+#include "tests/unit/fs/filesystem_parts.h"
 #include "tests/unit/namespace/fake_source.h"
 
 namespace whfs {
 namespace {
 
 using ns::testing::dir;
-using ns::testing::FakeSource;
 using ns::testing::file;
 
 // Each pid is its own target: 1 and 2 have keys, others are unresolved.
@@ -39,7 +39,7 @@ class FakeViews : public CallerViews {
   int links = 0;
 };
 
-class FilesystemTest : public ::testing::Test {
+class FilesystemTest : public ::testing::Test, protected whfs::testing::FilesystemParts {
  protected:
   void SetUp() override {
     auto& c = src_.trees["c1"];
@@ -66,13 +66,6 @@ class FilesystemTest : public ::testing::Test {
     return out;
   }
 
-  FakeSource src_;
-  ns::TargetsView view_{src_, target::HostPlatform{"x86_64", "2.36"}};
-  ns::Namespace names_{src_, "c1", 1000};
-  cache::NullCache cache_{"/nonexistent", "no cache in this test"};
-  hub::OfflineHub hub_;
-  reader::Reader reader_{cache_, hub_, reader::ReaderConfig{}};
-  Filesystem fs_{names_, reader_, FilesystemConfig{}};
   FakeViews views_;
 };
 

@@ -7,6 +7,7 @@
 #include "fs/hub/offline_hub.h"
 #include "fs/namespace/targets_view.h"
 #include "fs/vfs/filesystem.h"
+#include "tests/unit/fs/filesystem_parts.h"
 #include "tests/unit/fuse/fake_fuse.h"
 #include "tests/unit/namespace/fake_source.h"
 
@@ -14,10 +15,9 @@ namespace whfs::fuse {
 namespace {
 
 using ns::testing::dir;
-using ns::testing::FakeSource;
 using ns::testing::file;
 
-class FuseOpsTest : public ::testing::Test {
+class FuseOpsTest : public ::testing::Test, protected whfs::testing::FilesystemParts {
  protected:
   void SetUp() override {
     auto& c = src_.trees["c1"];
@@ -49,13 +49,6 @@ class FuseOpsTest : public ::testing::Test {
     return r.entry.ino;
   }
 
-  FakeSource src_;
-  ns::TargetsView view_{src_, target::HostPlatform{"x86_64", "2.36"}};
-  ns::Namespace names_{src_, "c1", 1000};
-  cache::NullCache cache_{"/nonexistent", "no cache in this test"};
-  hub::OfflineHub hub_;
-  reader::Reader reader_{cache_, hub_, reader::ReaderConfig{}};
-  Filesystem fs_{names_, reader_, FilesystemConfig{}};
   FuseMount::SessionData session_;
   const fuse_lowlevel_ops ops_ = make_ops();
 };

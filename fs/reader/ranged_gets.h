@@ -1,0 +1,58 @@
+#pragma once
+// One ranged GET of a content: the read path's only call of the HubClient for bytes. Counted
+// as the bytes arrive (the transfers that `wheelhouse status` and the metrics show, the
+// latency of each GET), and its failure given the read path's meaning. Into a caller's buffer,
+// or into the cache as whole blocks arrive.
+
+#include <atomic>
+#include <cstdint>
+#include <span>
+
+#include "cache/block_store.h"
+#include "fs/common/cancel.h"
+#include "fs/common/clock.h"
+#include "fs/common/expected.h"
+#include "fs/common/histogram.h"
+#include "fs/hub/hub_client.h"
+#include "fs/reader/block_math.h"
+#include "fs/reader/read_types.h"
+#include "fs/reader/transfers.h"
+
+namespace whfs::reader {
+
+class RangedGets {
+ public:
+  // A download is stored in puts of at least this many bytes (whole blocks) as they arrive.
+  static constexpr std::uint64_t kStreamPutBytes = 512 << 10;
+
+  RangedGets(cache::BlockStore& store, hub::HubClient& hub) : store_(store), hub_(hub) {}
+
+  // The bytes [offset, offset + buf.size()) into `buf`; `on_fill` as HubClient::read_range's.
+  // `abandon` (may be null) ends a GET nobody waits for any more.
+  Expected<void, ReadError> get(const FileContent& c, std::uint64_t offset,
+                                std::span<std::byte> buf, Deadline deadline,
+                                const CancelFlag* abandon,
+                                const hub::HubClient::FillFn* on_fill = nullptr);
+  // The blocks of `r` into this thread's buffer, stored in the cache as they arrive; the
+  // cache's answer to the last put (its refusal: the caller takes the memory path).
+  Expected<cache::Result<cache::ContentState>, ReadError> get_and_put(const FileContent& c,
+                                                                      BlockRange r,
+                                                                      Deadline deadline,
+                                                                      const CancelFlag* abandon);
+
+  void add_to(FetcherStats& s) const;  // requests, bytes, errors
+  Transfers& transfers() { return transfers_; }
+  const Transfers& transfers() const { return transfers_; }
+  const LatencyHistogram& latency() const { return latency_; }
+
+ private:
+  cache::BlockStore& store_;
+  hub::HubClient& hub_;
+  std::atomic<std::uint64_t> requests_{0};
+  std::atomic<std::uint64_t> bytes_{0};
+  std::atomic<std::uint64_t> errors_{0};
+  Transfers transfers_;  // a leaf, thread-safe itself
+  LatencyHistogram latency_;
+};
+
+}  // namespace whfs::reader
