@@ -132,6 +132,14 @@ class MountApp {
         FilesystemConfig{o_.read_timeout, key_.repo, o_.revision, o_.cache_size});
     fs_->set_status_provider([this] { return status(); });
     fs_->set_caller_views(views_.get());
+    // Before anything that reports (the status xattr, the metrics' first textfile): both read
+    // its facts.
+    refresher_ = std::make_unique<Refresher>(
+        o_, key_, Refresher::Parts{*hub_, *cache_, *names_, *callers_, *fs_});
+    // Streaming readers may have been handed bytes of a download that then failed its hash:
+    // the kernel drops its pages of that content (from the refresher's thread).
+    reader_->set_corrupt_listener(
+        [r = refresher_.get()](const cache::ContentId& id) { r->drop_pages_of(id); });
 
     // List the root now: a repository that cannot be listed fails the mount, not the first ls.
     if (auto root = names_->readdir(ns::kRootIno, false); !root) {
@@ -149,12 +157,6 @@ class MountApp {
                        std::to_string(metrics_->port()) + "/metrics";
       }
     }
-    refresher_ = std::make_unique<Refresher>(
-        o_, key_, Refresher::Parts{*hub_, *cache_, *names_, *callers_, *fs_});
-    // Streaming readers may have been handed bytes of a download that then failed its hash:
-    // the kernel drops its pages of that content (from the refresher's thread).
-    reader_->set_corrupt_listener(
-        [r = refresher_.get()](const cache::ContentId& id) { r->drop_pages_of(id); });
     auto m = fuse::FuseMount::mount(*fs_, fuse_config(o_, key_.repo));
     if (!m) return unexpected(m.error());
     fuse_ = std::move(m).value();
