@@ -17,13 +17,15 @@ pkgs=(
   libfuse3-dev libcurl4-openssl-dev libspdlog-dev nlohmann-json3-dev libssl-dev
   libxxhash-dev libcli11-dev libsystemd-dev libgtest-dev libgmock-dev libbenchmark-dev
   zlib1g-dev prometheus-cpp-dev help2man
+  libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev
   # run
   fuse3 lmdb-utils python3
 )
 if ((want_tests)); then
   pkgs+=(python3-pip python3-venv clang clang-format clang-tidy libclang-rt-14-dev systemd curl
         procps util-linux unzip psmisc
-        dpkg-dev nginx-light file zsh python3-pexpect prometheus)
+        dpkg-dev nginx-light file zsh python3-pexpect prometheus
+        podman runc debootstrap python3-grpcio python3-protobuf python3-yaml)
 fi
 
 if ((want_demo)); then
