@@ -6,6 +6,7 @@ with a usable /dev/fuse that would hide a broken mount, so here a skipped, missi
 test labelled "mount" is an error."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -20,12 +21,38 @@ def fuse_usable():
     return True, "/dev/fuse opens read-write"
 
 
+def podman_usable():
+    """Rootful podman with runc and cgroupfs, as the container tests run it."""
+    if os.geteuid() != 0 or shutil.which("podman") is None or shutil.which("runc") is None:
+        return False, "no rootful podman with runc here"
+    conf = os.path.join(os.path.dirname(os.path.abspath(__file__)), "podman-check.conf")
+    with open(conf, "w", encoding="utf-8") as f:
+        f.write('[containers]\ndefault_ulimits = []\n[engine]\ncgroup_manager = "cgroupfs"\n'
+                'runtime = "runc"\n')
+    r = subprocess.run(["podman", "info"], env=dict(os.environ, CONTAINERS_CONF=conf),
+                       capture_output=True, text=True)
+    os.unlink(conf)
+    if r.returncode != 0:
+        return False, f"podman info fails: {r.stderr.strip()[-300:]}"
+    return True, "podman info works"
+
+
+def labelled(build, label):
+    listing = subprocess.run(["ctest", "--test-dir", build, "-L", label, "--show-only=json-v1"],
+                             check=True, capture_output=True, text=True).stdout
+    return [t["name"] for t in json.loads(listing).get("tests", [])]
+
+
 def main(build):
     usable, why = fuse_usable()
     print(f"check_mounted: {why}")
-    listing = subprocess.run(["ctest", "--test-dir", build, "-L", "mount", "--show-only=json-v1"],
-                             check=True, capture_output=True, text=True).stdout
-    names = [t["name"] for t in json.loads(listing).get("tests", [])]
+    names = labelled(build, "mount")
+    containers = labelled(build, "container")
+    if containers:
+        podman, pwhy = podman_usable()
+        print(f"check_mounted: {pwhy}")
+        # The container tests need FUSE and podman both; where both work they must run.
+        names += containers if (podman or not usable) else []
     has_mount_binary = os.path.exists(os.path.join(build, "fs", "wheelhousefs"))
     if not names:
         if has_mount_binary:

@@ -61,6 +61,11 @@ Expected<std::unique_ptr<cache::BlockCache>, std::string> open_mount_cache(const
     if (g == nullptr) return unexpected("cache_group: no group named '" + o.cache_group + "'");
     co.access.group = g->gr_gid;
   }
+  // With cache_upper, cache_dir is the lower tier: opened read-only whatever its filesystem
+  // says. A warm cache COPY'd into an image is writable in a running container (overlayfs
+  // copies a file up on its first write): written, its whole data.mdb would be copied into the
+  // container's layer and lost with it, and the tmpfs given for new files never used.
+  co.read_only = !o.cache_upper.empty();
   auto cache = cache::BlockCache::open(co);
   if (!cache && cache.error().kind == cache::CacheError::Kind::kBusy) {
     spdlog::warn("cache {}: {}; serving files verified in memory without keeping them", o.cache_dir,
@@ -77,15 +82,14 @@ Expected<std::unique_ptr<cache::BlockCache>, std::string> open_mount_cache(const
                         " is read-only and holds no cache: give cache_upper=DIR (a writable "
                         "tier over it) or a writable cache_dir");
     }
+    if (co.read_only && ::access((o.cache_dir + "/data.mdb").c_str(), F_OK) != 0) {
+      return unexpected("cache_dir=" + o.cache_dir +
+                        " holds no cache (no data.mdb) for cache_upper=" + o.cache_upper +
+                        " to go over: give a warm cache, or no cache_upper");
+    }
     return unexpected("cache " + o.cache_dir + ": " + cache.error().message);
   }
-  if (!(*cache)->read_only()) {
-    if (!o.cache_upper.empty()) {
-      return unexpected("cache_upper is for a read-only cache_dir, and " + o.cache_dir +
-                        " is writable");
-    }
-    return std::move(cache).value();
-  }
+  if (!(*cache)->read_only()) return std::move(cache).value();
   if (o.cache_upper.empty()) {
     spdlog::info(
         "cache {} is read-only: it serves what it holds; new files are verified in "
@@ -96,6 +100,7 @@ Expected<std::unique_ptr<cache::BlockCache>, std::string> open_mount_cache(const
   // The same block size as the lower tier: a content is read from one tier or the other.
   cache::Options uo = co;
   uo.dir = o.cache_upper;
+  uo.read_only = false;
   uo.block_pages = static_cast<std::uint32_t>(((*cache)->block_size() + 24 + 4095) / 4096);
   auto upper = cache::BlockCache::open(uo);
   if (!upper) return unexpected("cache_upper " + o.cache_upper + ": " + upper.error().message);

@@ -321,8 +321,9 @@ Python, its torch and CUDA, the GPUs it may use; targets/KEY/ those of any targe
   -o cache_group=GROUP share the cache with this group (directory 3770, files 0660);
                       without it the cache is private (0700/0600) and a directory that
                       others own or can write is refused
-  -o cache_upper=DIR  with a cache_dir on a read-only filesystem (an image layer, a :ro
-                      bind mount, opened read-only): a writable cache for what it lacks
+  -o cache_upper=DIR  a writable cache (the daemon's alone, e.g. a tmpfs of mode 0700) over
+                      cache_dir, which is then only read (a warm cache in an image layer or
+                      a :ro bind mount): what it lacks is kept here
   -o cache_trusted    serve what another process sharing the cache recorded as verified
                       without hashing it here once first (default: each daemon verifies
                       every file itself once before serving it)

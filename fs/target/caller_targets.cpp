@@ -489,8 +489,14 @@ std::shared_ptr<const CallerTargets::Core::Interpreter> CallerTargets::Core::int
     const auto it = interpreters.find(key);
     if (it != interpreters.end()) cached = it->second;
   }
-  if (cached &&
-      (now - cached->checked < config.recheck || inputs_unchanged(root, cached->facts.inputs))) {
+  // Within a recheck an interpreter of this machine's own root is taken as read. One in another
+  // root (a container's) is checked against its files every time: a container's root is named
+  // by its dev:ino, which the next container can reuse (podman --rm frees the overlay's device
+  // number and its upper folder's inode, and the next container gets both back), and a few
+  // stats per new process are cheap beside serving it another image's torch.
+  const bool foreign_root = process != nullptr && !process->own_root;
+  if (cached && ((!foreign_root && now - cached->checked < config.recheck) ||
+                 inputs_unchanged(root, cached->facts.inputs))) {
     std::lock_guard lock(mu);
     ++stats.interpreter_hits;
     if (now - cached->checked >= config.recheck) {
