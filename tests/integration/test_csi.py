@@ -1,0 +1,304 @@
+#!/usr/bin/env python3
+"""wheelhouse-csi driven over its unix socket as kubelet drives it (issue 26): the Identity
+calls, NodeGetCapabilities and NodeGetInfo, then NodePublishVolume for two "pods" that are
+podman containers with different torch in their images, each installing its own build from its
+volume; publish twice, an incompatible publish, bad volume_context, unpublish of an unknown
+path, the plugin killed and started again between publish and unpublish, and the daemon's end
+with its last target. The gRPC client is Debian's python3-grpcio, with messages that protoc
+generates from tools/csi/csi.proto.
+"""
+import os
+import sys
+
+try:
+    import grpc
+except ImportError:  # a Python without Debian's packages (a pyenv): Debian's own has them
+    if os.path.realpath(sys.executable) != os.path.realpath("/usr/bin/python3") and \
+            os.path.exists("/usr/bin/python3"):
+        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
+    raise
+
+import glob
+import importlib.util
+import json
+import signal
+import subprocess
+import time
+import unittest
+
+import mounttest
+from fakehub_ctl import FakeHub
+import podman_images as images
+from mounttest import REPO, MountedTestCase, sha256_file, wait_for
+from test_containers import FAKE_CUDART, ContainerImages
+
+PLUGIN = os.path.join(mounttest.BUILD_DIR, "tools", "csi", "wheelhouse-csi")
+TOKEN = "hf_csi_secret_0123456789"
+
+
+def load_messages(out):
+    os.makedirs(out, exist_ok=True)
+    subprocess.run(["protoc", "-I", mounttest.SOURCE_DIR, f"--python_out={out}",
+                    os.path.join(mounttest.SOURCE_DIR, "tools", "csi", "csi.proto")], check=True)
+    spec = importlib.util.spec_from_file_location("csi_pb2",
+                                                  os.path.join(out, "tools", "csi", "csi_pb2.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class Kubelet:
+    """The calls kubelet makes, one gRPC channel on the plugin's socket."""
+
+    def __init__(self, pb, socket):
+        self.pb = pb
+        self.channel = grpc.insecure_channel("unix://" + socket)
+
+    def call(self, service, method, request, response):
+        rpc = self.channel.unary_unary(f"/csi.v1.{service}/{method}",
+                                       request_serializer=lambda m: m.SerializeToString(),
+                                       response_deserializer=getattr(self.pb, response).FromString)
+        return rpc(request, timeout=180)
+
+    def publish(self, volume_id, target, context, secrets=None):
+        pb = self.pb
+        cap = pb.VolumeCapability(
+            mount=pb.VolumeCapability.MountVolume(),
+            access_mode=pb.VolumeCapability.AccessMode(
+                mode=pb.VolumeCapability.AccessMode.SINGLE_NODE_WRITER))  # what kubelet sends
+        req = pb.NodePublishVolumeRequest(volume_id=volume_id, target_path=target,
+                                          volume_capability=cap, readonly=True,
+                                          volume_context=context, secrets=secrets or {})
+        return self.call("Node", "NodePublishVolume", req, "NodePublishVolumeResponse")
+
+    def unpublish(self, volume_id, target):
+        req = self.pb.NodeUnpublishVolumeRequest(volume_id=volume_id, target_path=target)
+        return self.call("Node", "NodeUnpublishVolume", req, "NodeUnpublishVolumeResponse")
+
+    def close(self):
+        self.channel.close()
+
+
+class Csi(ContainerImages, MountedTestCase):
+    profile = "small"
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.hub.stop()  # again, knowing the volumes' token
+        cls.hub = FakeHub({REPO: cls.tree}, os.path.join(cls.tmp, "hub-t"), tokens={TOKEN: [REPO]})
+        cls.make_images()
+        cls.pb = load_messages(os.path.join(cls.tmp, "gen"))
+        cls.socket = os.path.join(cls.tmp, "plugin", "csi.sock")
+        cls.state = os.path.join(cls.tmp, "state")
+        cls.cache = os.path.join(cls.tmp, "node-cache")
+        cls.kubelet_dir = os.path.join(cls.tmp, "kubelet")
+        cls.plugin_log = os.path.join(cls.tmp, "plugin.log")
+        cls.plugin = None
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.stop_plugin(signal.SIGTERM)
+        # Whatever a failed test left: targets first, then the daemons' mounts.
+        with open("/proc/self/mountinfo", encoding="utf-8") as f:
+            mounts = [line.split()[4] for line in f]
+        for path in sorted((p for p in mounts if p.startswith(cls.tmp)), key=len, reverse=True):
+            subprocess.run(["umount", "-l", path], check=False)
+        super().tearDownClass()
+
+    @classmethod
+    def start_plugin(cls):
+        log = open(cls.plugin_log, "ab")
+        cls.plugin = subprocess.Popen(
+            [PLUGIN, "--csi-address", "unix://" + cls.socket, "--state-dir", cls.state,
+             "--cache-dir", cls.cache, "--node-id", "node-1", "--allow-endpoint", cls.hub.hub,
+             "--daemon-option", f"cudart={FAKE_CUDART}"],
+            stdout=log, stderr=subprocess.STDOUT,
+            env=dict(os.environ, FAKE_CUDA_DEVICES="8.9,8.6", HF_TOKEN="hf_the_plugins_own"))
+        log.close()
+        assert wait_for(lambda: os.path.exists(cls.socket), timeout=30), cls.log()
+        cls.kubelet = Kubelet(cls.pb, cls.socket)
+
+    @classmethod
+    def stop_plugin(cls, sig):
+        if cls.plugin is not None:
+            cls.kubelet.close()
+            cls.plugin.send_signal(sig)
+            cls.plugin.wait(timeout=30)
+            cls.plugin = None
+
+    @classmethod
+    def log(cls):
+        with open(cls.plugin_log, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    def setUp(self):
+        if self.plugin is None:
+            self.start_plugin()
+
+    def context(self, **more):
+        c = {"repo": REPO, "endpoint": self.hub.hub, "csi.storage.k8s.io/ephemeral": "true",
+             "csi.storage.k8s.io/pod.name": "trainer", "csi.storage.k8s.io/pod.namespace": "ml"}
+        c.update(more)
+        return c
+
+    def target(self, pod):
+        """kubelet's path for a pod's CSI volume; kubelet makes its parent, the plugin the rest."""
+        parent = os.path.join(self.kubelet_dir, "pods", pod, "volumes", "kubernetes.io~csi",
+                              "wheels")
+        os.makedirs(parent, exist_ok=True)
+        return os.path.join(parent, "mount")
+
+    def daemons(self):
+        with open(os.path.join(self.state, "state.json"), encoding="utf-8") as f:
+            return json.load(f)["daemons"]
+
+    def pod_installs(self, image, target):
+        r = images.podman("run", "--rm", "--network", "none", "-e", "NVIDIA_VISIBLE_DEVICES=0",
+                          "-v", f"{target}:/wheelhouse:ro", image, "sh", "-c",
+                          "pip install --no-deps /wheelhouse/current/flash_attn/*.whl "
+                          ">/tmp/pip.log 2>&1 || { cat /tmp/pip.log; exit 1; }; "
+                          "python -c 'import flash_attn; print(flash_attn.where())'",
+                          check=False)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        return r.stdout.split()[-1]
+
+    def assert_bytes_right(self, target):
+        some = sorted(p for p in self.manifest["files"] if p.endswith(".whl"))[:3]
+        for p in some:
+            self.assertEqual(sha256_file(os.path.join(target, p)),
+                             self.manifest["files"][p]["sha256"], p)
+
+    def test_1_identity_capabilities_and_info(self):
+        pb = self.pb
+        info = self.kubelet.call("Identity", "GetPluginInfo", pb.GetPluginInfoRequest(),
+                                 "GetPluginInfoResponse")
+        self.assertEqual(info.name, "wheelhouse-fs.csi")
+        self.assertTrue(info.vendor_version)
+        caps = self.kubelet.call("Identity", "GetPluginCapabilities",
+                                 pb.GetPluginCapabilitiesRequest(), "GetPluginCapabilitiesResponse")
+        self.assertEqual(len(caps.capabilities), 0)  # no controller: a node plugin
+        probe = self.kubelet.call("Identity", "Probe", pb.ProbeRequest(), "ProbeResponse")
+        self.assertTrue(probe.HasField("ready") and probe.ready.value)
+        node_caps = self.kubelet.call("Node", "NodeGetCapabilities", pb.NodeGetCapabilitiesRequest(),
+                                      "NodeGetCapabilitiesResponse")
+        self.assertEqual(len(node_caps.capabilities), 0)  # no staging: kubelet publishes directly
+        ninfo = self.kubelet.call("Node", "NodeGetInfo", pb.NodeGetInfoRequest(),
+                                  "NodeGetInfoResponse")
+        self.assertEqual(ninfo.node_id, "node-1")
+        # An RPC of a capability not declared: UNIMPLEMENTED.
+        with self.assertRaises(grpc.RpcError) as e:
+            self.kubelet.call("Node", "NodeStageVolume", pb.NodeGetInfoRequest(),
+                              "NodeGetInfoResponse")
+        self.assertEqual(e.exception.code(), grpc.StatusCode.UNIMPLEMENTED)
+
+    def test_2_bad_requests_are_invalid_argument_with_a_message(self):
+        cases = [
+            ({"endpoint": self.hub.hub}, "repo is required"),
+            (self.context(options="cudart=/tmp/x.so"), "\"cudart\" is not an option"),
+            (self.context(endpoint="https://elsewhere.example"), "not one this node allows"),
+            (self.context(revison="v1"), "unknown key \"revison\""),
+        ]
+        for context, says in cases:
+            with self.assertRaises(grpc.RpcError) as e:
+                self.kubelet.publish("vol-bad", self.target("bad"), context)
+            self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+            self.assertIn(says, e.exception.details())
+        with self.assertRaises(grpc.RpcError) as e:
+            self.kubelet.publish("vol-bad", "relative/path", self.context())
+        self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertFalse(os.path.exists(self.target("bad")))
+
+    def test_3_two_pods_a_restart_and_the_last_unpublish(self):
+        ta, tb = self.target("pod-a"), self.target("pod-b")
+        self.kubelet.publish("vol-a", ta, self.context())
+        self.kubelet.publish("vol-b", tb, self.context())
+        self.kubelet.publish("vol-a", ta, self.context())  # again: OK, nothing new
+        daemons = self.daemons()
+        self.assertEqual(len(daemons), 1, daemons)
+        (d,) = daemons.values()
+        self.assertEqual(d["targets"], {ta: "vol-a", tb: "vol-b"})
+        pid = d["pid"]
+        self.assertTrue(os.path.exists(f"/proc/{pid}"))
+        self.assertTrue(mounttest.is_mounted(ta) and mounttest.is_mounted(tb))
+        # Read-only, whatever the pod asks.
+        with self.assertRaises(OSError):
+            open(os.path.join(ta, "x"), "w")
+        # Another volume on a published target: ALREADY_EXISTS.
+        with self.assertRaises(grpc.RpcError) as e:
+            self.kubelet.publish("vol-other", ta, self.context())
+        self.assertEqual(e.exception.code(), grpc.StatusCode.ALREADY_EXISTS)
+        # Each pod's own current/, and the right bytes.
+        self.assertEqual(self.pod_installs(self.image_29, ta), "flash_attn/sm89/torch2.9-cu128")
+        self.assertEqual(self.pod_installs(self.image_27, tb), "flash_attn/sm89/torch2.7-cu128")
+        self.assert_bytes_right(ta)
+
+        # The plugin dies (a crash, a DaemonSet rollout); the daemon and the mounts go on.
+        self.stop_plugin(signal.SIGKILL)
+        self.assertTrue(os.path.exists(f"/proc/{pid}"))
+        self.assert_bytes_right(tb)
+        self.start_plugin()
+        self.assertTrue(wait_for(lambda: "adopted daemon" in self.log(), timeout=30), self.log())
+        self.kubelet.publish("vol-b", tb, self.context())  # idempotent after the restart too
+        self.kubelet.unpublish("vol-a", ta)
+        self.assertFalse(mounttest.is_mounted(ta))
+        self.assertFalse(os.path.exists(ta), "the target folder was left")
+        self.assertTrue(os.path.exists(f"/proc/{pid}"), "the daemon ended with a target left")
+        self.kubelet.unpublish("vol-a", ta)  # again: OK
+        self.kubelet.unpublish("vol-x", os.path.join(self.kubelet_dir, "never", "published"))
+        self.assert_bytes_right(tb)
+        self.kubelet.unpublish("vol-b", tb)
+        self.assertFalse(mounttest.is_mounted(tb))
+        self.assertTrue(wait_for(lambda: not os.path.exists(f"/proc/{pid}"), timeout=30),
+                        "the daemon outlived its last target")
+        self.assertEqual(self.daemons(), {})
+
+    def test_4_the_token_comes_from_the_secret_and_is_never_shown(self):
+        t = self.target("pod-token")
+        self.hub.clear_log()
+        self.kubelet.publish("vol-t", t, self.context(), secrets={"token": TOKEN})
+        (d,) = self.daemons().values()
+        self.assert_bytes_right(t)
+        with open(f"/proc/{d['pid']}/cmdline", "rb") as f:
+            cmdline = f.read().decode(errors="replace")
+        with open(f"/proc/{d['pid']}/environ", "rb") as f:
+            environ = f.read().decode(errors="replace")
+        self.assertNotIn(TOKEN, cmdline)
+        self.assertNotIn("hf_the_plugins_own", environ + cmdline,
+                         "the plugin's own token reached a volume's daemon")
+        token_file = os.path.join(d["dir"], "token")
+        self.assertEqual(os.stat(token_file).st_mode & 0o777, 0o600)
+        hub_asks = [e for e in self.hub.log() if e["server"] == "hub"]
+        self.assertTrue(hub_asks and all(e["auth"] for e in hub_asks), "the token was not sent")
+        texts = [self.log(), json.dumps(self.daemons())]
+        for path in glob.glob(os.path.join(d["dir"], "*.log")):
+            with open(path, encoding="utf-8", errors="replace") as f:
+                texts.append(f.read())
+        for text in texts:
+            self.assertNotIn(TOKEN, text)
+        # A volume without the secret gets a daemon of its own, which sends no token.
+        t2 = self.target("pod-notoken")
+        self.hub.clear_log()
+        self.kubelet.publish("vol-n", t2, self.context())
+        self.assertEqual(len(self.daemons()), 2)
+        self.assert_bytes_right(t2)
+        self.assertFalse([e for e in self.hub.log() if e["server"] == "hub" and e["auth"]])
+        self.kubelet.unpublish("vol-t", t)
+        self.kubelet.unpublish("vol-n", t2)
+        self.assertFalse(os.path.exists(token_file), "the token file outlived its daemon")
+
+
+def main():
+    ok, why = mounttest.fuse_usable()
+    if ok:
+        ok, why = images.usable()
+    if ok and not os.path.exists(PLUGIN):
+        ok, why = False, f"{PLUGIN} is not built"
+    if not ok:
+        print(f"SKIP: the CSI tests need FUSE and rootful podman: {why}", file=sys.stderr)
+        sys.exit(mounttest.SKIP)
+    unittest.main()
+
+
+if __name__ == "__main__":
+    main()
