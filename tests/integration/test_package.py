@@ -62,7 +62,8 @@ class DebianPackage(unittest.TestCase):
                      "./usr/share/doc/wheelhouse-fs/wheelhouse-fs.conf.example",
                      "./usr/share/doc/wheelhouse-fs/site-cache/wheelhouse-site-cache.conf.template",
                      "./usr/bin/wheelhouse-hint", "./etc/profile.d/wheelhouse-fs.sh",
-                     "./usr/share/man/man8/wheelhousefs.8", "./usr/share/man/man1/wheelhouse.1"):
+                     "./usr/share/man/man8/wheelhousefs.8", "./usr/share/man/man1/wheelhouse.1",
+                     "./usr/bin/wheelhouse-csi", "./usr/share/man/man8/wheelhouse-csi.8"):
             self.assertIn(path, listing)
 
     def test_the_man_pages_say_what_help_says(self):
@@ -71,7 +72,10 @@ class DebianPackage(unittest.TestCase):
         for page, words in (("man8/wheelhousefs.8", ["SYNOPSIS", "cache_size", "nonempty",
                                                      "Exit status", "FILES", "wheelhouse (1)"]),
                             ("man1/wheelhouse.1", ["doctor", "status", "Exit status",
-                                                   "wheelhousefs (8)"])):
+                                                   "wheelhousefs (8)"]),
+                            ("man8/wheelhouse-csi.8", ["--csi-address", "--allow-endpoint",
+                                                       "volume_context", "hostPID",
+                                                       "wheelhousefs (8)"])):
             path = os.path.join(root, "usr", "share", "man", page)
             with open(path, encoding="utf-8") as f:
                 text = f.read().replace("\\-", "-")  # roff source; no man-db needed

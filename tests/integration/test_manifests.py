@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""The Kubernetes manifests of tools/kubernetes/ (issue 26): they parse as YAML, every object
+has what the API and kubelet need, and they agree with the plugin itself: the driver's name is
+the one GetPluginInfo answers, the sockets kubelet and the registrar use are the plugin's, and
+the DaemonSet's arguments start the real wheelhouse-csi (with its paths moved to a scratch
+folder)."""
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import sys
+import time
+import unittest
+
+try:
+    import yaml
+except ImportError:  # a Python without Debian's packages (a pyenv): Debian's own has them
+    if os.path.realpath(sys.executable) != os.path.realpath("/usr/bin/python3") and \
+            os.path.exists("/usr/bin/python3"):
+        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
+    raise
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE_DIR = os.environ.get("WHFS_SOURCE_DIR", os.path.dirname(os.path.dirname(HERE)))
+BUILD_DIR = os.environ.get("WHFS_BUILD_DIR", os.path.join(SOURCE_DIR, "build"))
+K8S = os.path.join(SOURCE_DIR, "tools", "kubernetes")
+PLUGIN = os.path.join(BUILD_DIR, "tools", "csi", "wheelhouse-csi")
+
+
+def plugin_name():
+    with open(os.path.join(SOURCE_DIR, "tools", "csi", "main.cpp"), encoding="utf-8") as f:
+        return re.search(r'kPluginName = "([^"]+)"', f.read()).group(1)
+
+
+def load_all():
+    objects = []
+    for name in sorted(os.listdir(K8S)):
+        if name.endswith(".yaml"):
+            with open(os.path.join(K8S, name), encoding="utf-8") as f:
+                for doc in yaml.safe_load_all(f):
+                    if doc is not None:
+                        objects.append((name, doc))
+    return objects
+
+
+class Manifests(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.objects = load_all()
+        cls.name = plugin_name()
+
+    def of(self, kind):
+        found = [o for _, o in self.objects if o.get("kind") == kind]
+        self.assertTrue(found, f"no {kind} in tools/kubernetes/")
+        return found
+
+    def test_every_object_has_api_version_kind_and_name(self):
+        self.assertGreaterEqual(len(self.objects), 8)
+        for file, o in self.objects:
+            for key in ("apiVersion", "kind", "metadata"):
+                self.assertIn(key, o, file)
+            self.assertTrue(o["metadata"].get("name"), file)
+
+    def test_the_csidriver(self):
+        (d,) = self.of("CSIDriver")
+        self.assertEqual(d["apiVersion"], "storage.k8s.io/v1")
+        self.assertEqual(d["metadata"]["name"], self.name)
+        self.assertIs(d["spec"]["attachRequired"], False)
+        self.assertIs(d["spec"]["podInfoOnMount"], True)
+        self.assertEqual(sorted(d["spec"]["volumeLifecycleModes"]), ["Ephemeral", "Persistent"])
+
+    def test_the_daemonset_has_what_the_plugin_needs(self):
+        (ds,) = self.of("DaemonSet")
+        pod = ds["spec"]["template"]["spec"]
+        self.assertEqual(ds["spec"]["selector"]["matchLabels"],
+                         ds["spec"]["template"]["metadata"]["labels"])
+        self.assertIs(pod["hostPID"], True)
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        containers = {c["name"]: c for c in pod["containers"]}
+        plugin = containers["wheelhouse-csi"]
+        registrar = containers["node-driver-registrar"]
+        self.assertIs(plugin["securityContext"]["privileged"], True)
+        mounts = {m["mountPath"]: m for m in plugin["volumeMounts"]}
+        kubelet = mounts["/var/lib/kubelet"]
+        self.assertEqual(kubelet["mountPropagation"], "Bidirectional")
+        self.assertEqual(volumes[kubelet["name"]]["hostPath"]["path"], "/var/lib/kubelet")
+        self.assertEqual(volumes[mounts["/dev/fuse"]["name"]]["hostPath"],
+                         {"path": "/dev/fuse", "type": "CharDevice"})
+        for m in plugin["volumeMounts"] + registrar["volumeMounts"]:
+            self.assertIn(m["name"], volumes)
+        # The socket: the plugin serves it in its plugin-dir, the registrar finds it there, and
+        # tells kubelet the host's path of the same folder, named after the driver.
+        args = dict(a.lstrip("-").split("=", 1) for a in plugin["args"])
+        sock = args["csi-address"].removeprefix("unix://")
+        rargs = dict(a.lstrip("-").split("=", 1) for a in registrar["args"])
+        self.assertEqual(rargs["csi-address"], sock)
+        plugin_dir = mounts[os.path.dirname(sock)]["name"]
+        host_dir = volumes[plugin_dir]["hostPath"]["path"]
+        self.assertEqual(host_dir, f"/var/lib/kubelet/plugins/{self.name}")
+        self.assertEqual(rargs["kubelet-registration-path"],
+                         os.path.join(host_dir, os.path.basename(sock)))
+        reg = {m["mountPath"]: m["name"] for m in registrar["volumeMounts"]}
+        self.assertEqual(volumes[reg["/registration"]]["hostPath"]["path"],
+                         "/var/lib/kubelet/plugins_registry")
+        self.assertEqual(pod["serviceAccountName"],
+                         self.of("ServiceAccount")[0]["metadata"]["name"])
+
+    def test_the_volumes_name_the_driver_and_what_the_plugin_reads(self):
+        known = {"repo", "revision", "endpoint", "options"}
+        (pod,) = self.of("Pod")
+        (inline,) = [v for v in pod["spec"]["volumes"] if "csi" in v]
+        (pv,) = self.of("PersistentVolume")
+        for csi in (inline["csi"], pv["spec"]["csi"]):
+            self.assertEqual(csi["driver"], self.name)
+            self.assertIs(csi["readOnly"], True)
+            self.assertIn("repo", csi["volumeAttributes"])
+            self.assertLessEqual(set(csi["volumeAttributes"]), known)
+        secret = self.of("Secret")[0]["metadata"]["name"]
+        self.assertEqual(inline["csi"]["nodePublishSecretRef"]["name"], secret)
+        self.assertEqual(pv["spec"]["accessModes"], ["ReadOnlyMany"])
+        (pvc,) = self.of("PersistentVolumeClaim")
+        self.assertEqual(pvc["spec"]["volumeName"], pv["metadata"]["name"])
+        self.assertEqual(pvc["spec"]["storageClassName"], pv["spec"]["storageClassName"])
+
+    def test_the_daemonsets_arguments_start_the_real_plugin(self):
+        if not os.path.exists(PLUGIN):
+            self.fail(f"{PLUGIN} is not built")
+        (ds,) = self.of("DaemonSet")
+        plugin = [c for c in ds["spec"]["template"]["spec"]["containers"]
+                  if c["name"] == "wheelhouse-csi"][0]
+        tmp = tempfile.mkdtemp(prefix="whfs-k8s-")
+        try:
+            moved = {"/csi": os.path.join(tmp, "csi"), "/var/lib/wheelhouse-csi":
+                     os.path.join(tmp, "state"), "/var/cache/wheelhouse-fs": os.path.join(tmp, "cache")}
+            args = []
+            for a in plugin["args"]:
+                a = a.replace("$(NODE_NAME)", "node-7")
+                for old, new in moved.items():
+                    a = a.replace("=" + old, "=" + new).replace("unix://" + old, "unix://" + new)
+                args.append(a)
+            log = os.path.join(tmp, "log")
+            with open(log, "wb") as out:
+                p = subprocess.Popen([PLUGIN] + args, stdout=out, stderr=subprocess.STDOUT)
+            sock = os.path.join(tmp, "csi", "csi.sock")
+            deadline = time.time() + 20
+            while time.time() < deadline and not os.path.exists(sock) and p.poll() is None:
+                time.sleep(0.05)
+            alive = p.poll() is None
+            p.send_signal(signal.SIGTERM)
+            rc = p.wait(timeout=20)
+            with open(log, encoding="utf-8") as f:
+                text = f.read()
+            self.assertTrue(alive and os.path.exists(os.path.dirname(sock)), text)
+            self.assertEqual(rc, 0, text)
+            self.assertIn("node node-7", text)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    unittest.main()
