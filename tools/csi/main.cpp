@@ -153,14 +153,15 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--node-id", node_id,
                  "this node's id in NodeGetInfo (default $NODE_NAME, else "
-                 "the host name)")
-      ->capture_default_str();
+                 "the host name)");
   app.add_option("--state-dir", state_dir,
                  "where the daemons' mounts, logs and tokens and the state file are (0700)")
       ->capture_default_str();
   app.add_option("--cache-dir", daemon.cache_dir, "the cache every daemon shares")
       ->capture_default_str();
-  app.add_option("--daemon", daemon.program, "the wheelhousefs program")->capture_default_str();
+  app.add_option("--daemon", daemon.program,
+                 "the wheelhousefs program (default: the one beside this program, else "
+                 "/usr/bin/wheelhousefs)");
   app.add_option("--daemon-option", daemon.options,
                  "a -o option for every daemon (the node's: cache_size=40G, cudart=PATH, "
                  "metrics_textfile=PATH, ...); repeatable")
@@ -176,7 +177,8 @@ int run(int argc, char** argv) {
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->capture_default_str();
   app.footer(
-      "Needs root with CAP_SYS_ADMIN, /dev/fuse, the host's PID namespace (so that current/ "
+      "Needs root with CAP_SYS_ADMIN, /dev/fuse, the host's PID namespace (hostPID: so that "
+      "current/ "
       "answers each pod's processes for their own root) and Bidirectional mount propagation "
       "to kubelet's folder. Exit status: 0 stopped by SIGTERM/SIGINT, 1 cannot serve, 2 usage.");
   CLI11_PARSE(app, argc, argv);
