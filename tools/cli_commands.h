@@ -17,7 +17,7 @@ enum Exit {
   kUsage = 2,
   kNotOurs = 3,
   kCorruptFound = 4,
-  kWheelRefused = 5,  // a wheel failed its checks or does not run on the target
+  kWheelRefused = 5,  // a wheel failed its checks or does not run on the target (check too)
   kDenied = 6,        // no token, or the Hub refused it (invalid, read-only, gated)
   kConflict = 7,      // another file is at a wheel's path (--replace)
   kNotFound = 8,      // the repository or branch (or a private repo the token cannot see)
@@ -63,6 +63,17 @@ struct PublishOptions {
   std::string endpoint;    // empty: HF_ENDPOINT, else https://huggingface.co
   std::string token_file;  // empty: HF_TOKEN, HF_TOKEN_PATH, $HF_HOME/token
   int stall_timeout = 60;  // seconds without a byte moving before a transfer is retried
+  std::string torch;       // the torch folder whose libraries the run check reads
+  bool force = false;      // publish even what the run check refuses (said in the commit)
+};
+
+struct CheckOptions {
+  std::vector<std::string> wheels;
+  std::string target = "auto";  // or a key
+  std::string python;           // --target auto: the Python whose torch counts
+  std::string cudart;           // --target auto: the CUDA runtime to ask
+  std::string torch;            // the torch folder to check symbols against (else the target's)
+  bool json = false;
 };
 
 struct DoctorOptions {
@@ -82,6 +93,7 @@ std::string default_mount(const std::vector<std::string>& mounts);
 // Where current/ leads this process under `mount`, as the mount answers it (its overrides too).
 Expected<std::string, std::string> key_from_mount(const std::string& mount);
 int run_publish(const PublishOptions& o);
+int run_check(const CheckOptions& o);
 int run_hashes(const HashesOptions& o);
 // MOUNTPOINT empty: the only wheelhouse mount, else /mnt/wheelhouse. `watch`: every second
 // until interrupted.

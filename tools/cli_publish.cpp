@@ -20,11 +20,10 @@
 #include "fs/publish/hub_writer.h"
 #include "fs/publish/plan.h"
 #include "fs/publish/publisher.h"
+#include "fs/publish/run_check.h"
 #include "fs/publish/wheel_check.h"
-#include "fs/target/caller_targets.h"
-#include "fs/target/gpu_probe.h"
-#include "fs/target/key.h"
 #include "tools/cli_commands.h"
+#include "tools/cli_target.h"
 
 namespace whfs::cli {
 namespace {
@@ -33,11 +32,6 @@ using publish::Action;
 using publish::PublishError;
 
 constexpr const char* kDefaultRepo = "DoctorPopi/python_wheelhouse";
-
-struct Failure {
-  int code = kFailed;
-  std::string message;
-};
 
 // One line per problem (a message may hold several, one per line).
 int report(const Failure& f) {
@@ -61,45 +55,6 @@ int exit_code(PublishError::Kind kind) {
     default:
       return kFailed;
   }
-}
-
-struct ResolvedTarget {
-  target::Target target;
-  std::string key;
-};
-
-Expected<ResolvedTarget, Failure> target_from_key(const std::string& text) {
-  const auto host = target::host_platform();
-  auto key = target::parse_key(text, host);
-  if (!key) return unexpected(Failure{kUsage, key.error()});
-  return ResolvedTarget{target::target_of(*key, host), target::format_key(*key, host)};
-}
-
-// This process's target, as `wheelhouse detect` finds it: the GPUs it may use (a single arch
-// is required, checked with the folder) and the torch of --python, else of the Python this
-// shell would run.
-Expected<ResolvedTarget, Failure> target_auto(const PublishOptions& o) {
-  TargetOverrides ov;
-  ov.python = o.python;
-  ov.cudart = o.cudart;
-  if (ov.cudart.empty()) {
-    if (const char* env = std::getenv("WHEELHOUSE_CUDART")) ov.cudart = env;
-  }
-  if (auto trusted = target::check_trusted_library(ov.cudart); !trusted) {
-    return unexpected(Failure{kUsage, trusted.error()});
-  }
-  target::GpuProbeOptions probe;
-  probe.cudart = ov.cudart;
-  target::CallerTargetsConfig config;
-  config.deadline = std::chrono::minutes(1);  // no FUSE request waits on it here
-  config.overrides = ov;
-  target::CallerTargets targets(config, target::probe_gpus(probe), target::host_platform());
-  const auto r = targets.resolve(::getpid());
-  if (r->key == target::CallerTargets::kUnresolved) {
-    return unexpected(Failure{kFailed, "cannot tell this machine's target (" + r->why_unresolved +
-                                           "); give --target KEY, e.g. sm89-torch2.9-cu128-cp312"});
-  }
-  return ResolvedTarget{r->target, r->key};
 }
 
 Expected<publish::WriterConfig, Failure> writer_config(const PublishOptions& o,
@@ -148,6 +103,43 @@ Expected<std::vector<publish::PublishItem>, Failure> check_wheels(
   return items;
 }
 
+// The run check of every wheel (run_check.h); what it refuses is refused with every reason,
+// unless --force, which the commit description then says. `forced` gets one line per problem.
+Expected<void, Failure> check_runs(const std::vector<publish::PublishItem>& items,
+                                   const ResolvedTarget& t, const PublishOptions& o,
+                                   std::vector<std::string>* forced) {
+  auto setup = run_setup(t, o.torch);
+  if (!setup) return unexpected(setup.error());
+  std::string refused;
+  for (const auto& item : items) {
+    publish::LocalZip zip(item.wheel.file);
+    auto r = publish::check_runs(zip, item.wheel.file_name, (*setup)->run);
+    if (!r) return unexpected(Failure{kWheelRefused, item.wheel.file_name + ": " + r.error()});
+    for (const auto& n : r->notes) std::printf("check %s: %s\n", r->wheel.c_str(), n.c_str());
+    for (const auto& obj : r->objects) {
+      for (const auto& n : obj.notes) {
+        std::printf("check %s: %s: %s\n", r->wheel.c_str(), obj.member.c_str(), n.c_str());
+      }
+    }
+    for (const auto& p : r->problems()) {
+      const std::string line = r->wheel + ": " + p;
+      if (o.force) {
+        std::printf("check %s: refused, published anyway (--force): %s\n", r->wheel.c_str(),
+                    p.c_str());
+        forced->push_back(line);
+      } else {
+        refused += (refused.empty() ? "" : "\n") + line;
+      }
+    }
+  }
+  if (!refused.empty()) {
+    return unexpected(
+        Failure{kWheelRefused, refused + "\nnothing was uploaded (wheelhouse check tells more; "
+                                         "--force publishes anyway)"});
+  }
+  return {};
+}
+
 void print_plan(const ResolvedTarget& t, const publish::TargetFolder& folder,
                 const std::vector<publish::PublishItem>& items) {
   std::printf("target %s: %s\n", t.key.c_str(), folder.why.c_str());
@@ -173,11 +165,15 @@ std::string commit_summary(const std::vector<publish::PublishItem>& items, const
 // The commit says what and for which target, but not where the target came from: that names
 // this machine's paths (a venv, a CUDA runtime), which a public dataset need not know.
 std::string commit_description(const std::vector<publish::PublishItem>& items,
-                               const ResolvedTarget& t) {
+                               const ResolvedTarget& t, const std::vector<std::string>& forced) {
   std::string d =
       std::string("Published by wheelhouse publish ") + kVersion + " for target " + t.key + ".\n\n";
   for (const auto& item : items) {
     d += item.path + "  sha256 " + item.wheel.content.sha256 + "\n";
+  }
+  if (!forced.empty()) {
+    d += "\nPublished with --force although wheelhouse check refused it:\n";
+    for (const auto& line : forced) d += "  " + line + "\n";
   }
   return d;
 }
@@ -227,12 +223,14 @@ int run(const PublishOptions& o, const std::string& repo, const std::vector<std:
   if (o.target != "auto" && !o.python.empty()) {
     return report({kUsage, "--python applies to --target auto only"});
   }
-  auto t = o.target == "auto" ? target_auto(o) : target_from_key(o.target);
+  auto t = resolve_target({o.target, o.python, o.cudart});
   if (!t) return report(t.error());
   auto folder = publish::target_folder(t->target);
   if (!folder) return report({o.target == "auto" ? kFailed : kUsage, folder.error()});
   auto items = check_wheels(files, t->target, *folder);
   if (!items) return report(items.error());
+  std::vector<std::string> forced;
+  if (auto runs = check_runs(*items, *t, o, &forced); !runs) return report(runs.error());
   print_plan(*t, *folder, *items);
 
   auto reader = hub::make_hub_client(reader_config(*w));
@@ -241,7 +239,7 @@ int run(const PublishOptions& o, const std::string& repo, const std::vector<std:
   return o.dry_run ? survey_only(publisher, *items, o)
                    : upload(publisher, writer, *items, o,
                             {o.revision, o.replace, commit_summary(*items, t->key),
-                             commit_description(*items, *t)});
+                             commit_description(*items, *t, forced)});
 }
 
 }  // namespace

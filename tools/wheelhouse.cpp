@@ -9,11 +9,14 @@
 //                                                          --cache-group GROUP)
 //   wheelhouse prefetch [--mount DIR] [--target KEY] [--current PKG]... PATH...   warm it
 //   wheelhouse hashes [--mount DIR] [--current | --target KEY] [PKG...]  pinned requirements
-//   wheelhouse publish [REPO] [--target auto|KEY] [--dry-run] [--replace] WHEEL...  upload
+//   wheelhouse check [--target auto|KEY] [--torch DIR] [--json] WHEEL...  will they run there
+//   wheelhouse publish [REPO] [--target auto|KEY] [--dry-run] [--replace] [--force] WHEEL...
+//                                                          check, then upload
 //
 // Exit codes: 0 ok; 1 failure; 2 bad usage; 3 not a wheelhouse mount, or a cache this
-// version cannot read; 4 `cache verify` found and dropped corrupt contents; publish: 5 a wheel
-// refused, 6 no token or the Hub refused it, 7 another file at a path, 8 no such repo/branch.
+// version cannot read; 4 `cache verify` found and dropped corrupt contents; publish (and
+// check): 5 a wheel refused, 6 no token or the Hub refused it, 7 another file at a path, 8 no such
+// repo/branch.
 
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -38,7 +41,7 @@ constexpr const char* kExitCodes = R"(Exit status:
   2  usage: an unknown command or option, a bad value
   3  not a wheelhouse mount, or a cache of a format this version cannot read
   4  cache verify found and dropped corrupt files
-  5  publish: a wheel failed its checks or does not run on the target
+  5  publish, check: a wheel failed its checks or does not run on the target
   6  publish: no token, or the Hub refused it
   7  publish: another file is at a wheel's path (--replace)
   8  publish: no such repository or branch)";
@@ -175,6 +178,30 @@ int run(int argc, char** argv) {
       ->add_option("--stall-timeout", publish_opts.stall_timeout,
                    "seconds without progress before a transfer is retried (60)")
       ->check(CLI::Range(1, 3600));
+  publish->add_option("--torch", publish_opts.torch,
+                      "the torch folder whose lib/*.so the wheels' torch symbols are checked "
+                      "against (default: the target's torch, else this shell's Python's)");
+  publish->add_flag("--force", publish_opts.force,
+                    "publish wheels that wheelhouse check refuses (the commit says so)");
+
+  CheckOptions check_opts;
+  auto* check = app.add_subcommand(
+      "check",
+      "Whether wheels run on a target: their GPU code (SASS/PTX archs), the torch symbols "
+      "they import, the glibc they need");
+  check->add_option("WHEEL", check_opts.wheels, "wheels (*.whl)")->required();
+  check->add_option("--target", check_opts.target,
+                    "auto (this machine's GPU and the torch of --python or of this shell's "
+                    "Python) or a key such as sm89-torch2.9-cu128-cp312[-glibc2.31]");
+  check->add_option("--python", check_opts.python,
+                    "--target auto: the Python that will use the wheels");
+  check->add_option("--cudart", check_opts.cudart,
+                    "--target auto: the CUDA runtime to ask (default $WHEELHOUSE_CUDART, then "
+                    "the system's)");
+  check->add_option("--torch", check_opts.torch,
+                    "the torch folder (or its lib/) to check torch symbols against (default: "
+                    "the target's torch, else this shell's Python's when it is the key's)");
+  check->add_flag("--json", check_opts.json, "JSON output");
 
   DoctorOptions doctor_opts;
   auto* doctor = app.add_subcommand(
@@ -222,6 +249,7 @@ int run(int argc, char** argv) {
   if (*pip_config) return run_pip_config(pip_mount);
   if (*hashes) return run_hashes(hashes_opts);
   if (*publish) return run_publish(publish_opts);
+  if (*check) return run_check(check_opts);
   if (*prefetch) {
     prefetch_opts.current_given = prefetch->count("--current") > 0;
     return run_prefetch(prefetch_opts);

@@ -1,21 +1,16 @@
 #include "fs/publish/wheel_check.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-#include <zlib.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
-#include <system_error>
 #include <utility>
 #include <vector>
 
 #include "fs/common/base64.h"
 #include "fs/common/hash.h"
+#include "fs/publish/local_zip.h"
 #include "fs/wheel/record.h"
 #include "fs/wheel/wheel_metadata.h"
 #include "fs/wheel/zip.h"
@@ -28,53 +23,9 @@ using wheel::ZipEntry;
 
 constexpr std::size_t kChunk = 1 << 20;
 constexpr std::uint64_t kMaxSmallMember = 64 << 20;  // METADATA, WHEEL, RECORD
-constexpr std::uint64_t kMaxCentralDirectory = 64 << 20;
-
-std::string errno_text() { return std::error_code(errno, std::generic_category()).message(); }
-
-// A local file read with pread; the error says which file and why.
-class LocalFile {
- public:
-  static Expected<LocalFile, std::string> open(const std::filesystem::path& path) {
-    auto f = CheckedFile::open(path);
-    if (!f) return unexpected(f.error());
-    return LocalFile(std::move(*f));
-  }
-
-  std::uint64_t size() const { return size_; }
-  const std::shared_ptr<const CheckedFile>& file() const { return file_; }
-
-  Expected<std::string, std::string> read(std::uint64_t offset, std::uint64_t length) const {
-    if (offset > size_ || length > size_ - offset) {
-      return unexpected("a zip record points past the end of the file");
-    }
-    std::string out(static_cast<std::size_t>(length), '\0');
-    std::size_t got = 0;
-    while (got < out.size()) {
-      const ssize_t n =
-          ::pread(fd_, out.data() + got, out.size() - got, static_cast<off_t>(offset + got));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return unexpected("read error: " + errno_text());
-      if (n == 0) return unexpected(std::string("the file shrank while it was read"));
-      got += static_cast<std::size_t>(n);
-    }
-    return out;
-  }
-
- private:
-  explicit LocalFile(std::shared_ptr<const CheckedFile> f)
-      : file_(std::move(f)), fd_(file_->fd()), size_(file_->size()) {}
-  std::shared_ptr<const CheckedFile> file_;
-  int fd_;
-  std::uint64_t size_;
-};
-
-std::span<const std::byte> bytes_of(std::string_view s) {
-  return std::as_bytes(std::span<const char>(s.data(), s.size()));
-}
 
 // sha256 and git blob id of the whole file, and its first 512 bytes.
-Expected<Content, std::string> hash_file(const LocalFile& f, std::string* sample) {
+Expected<Content, std::string> hash_file(const LocalZip& f, std::string* sample) {
   Hasher sha256(HashAlgo::kSha256);
   Hasher git = git_blob_hasher(f.size());
   for (std::uint64_t at = 0; at < f.size(); at += kChunk) {
@@ -87,86 +38,18 @@ Expected<Content, std::string> hash_file(const LocalFile& f, std::string* sample
   return Content{f.size(), to_hex(sha256.finish()), to_hex(git.finish())};
 }
 
-Expected<std::vector<ZipEntry>, std::string> read_directory(const LocalFile& f) {
-  const std::uint64_t tail_len = std::min(f.size(), wheel::kMaxTail);
-  auto tail = f.read(f.size() - tail_len, tail_len);
-  if (!tail) return unexpected(tail.error());
-  auto cd = wheel::find_central_directory(bytes_of(*tail), f.size());
-  if (!cd) return unexpected(cd.error());
-  if (cd->size > kMaxCentralDirectory)
-    return unexpected(std::string("its zip index is over 64 MiB"));
-  auto dir = f.read(cd->offset, cd->size);
-  if (!dir) return unexpected(dir.error());
-  return wheel::parse_central_directory(bytes_of(*dir), cd->entries);
-}
-
-// Where the member's compressed bytes start.
-Expected<std::uint64_t, std::string> data_offset(const LocalFile& f, const ZipEntry& e) {
-  auto header = f.read(e.local_header_offset, 30);
-  if (!header) return unexpected(header.error());
-  return wheel::member_data_offset(bytes_of(*header), e);
-}
-
-Expected<std::string, std::string> small_member(const LocalFile& f, const ZipEntry& e) {
-  auto at = data_offset(f, e);
-  if (!at) return unexpected(at.error());
+Expected<std::string, std::string> small_member(const LocalZip& f, const ZipEntry& e) {
   if (e.compressed_size > kMaxSmallMember) return unexpected(e.name + " is over 64 MiB");
-  auto data = f.read(*at, e.compressed_size);
-  if (!data) return unexpected(data.error());
-  return wheel::extract_member(bytes_of(*data), e, kMaxSmallMember);
+  return f.member(e, kMaxSmallMember);
 }
 
 // The sha256 of a member's bytes (inflated as they are read), as RECORD writes it; its size
 // and CRC-32 are checked on the way.
-Expected<std::string, std::string> member_digest(const LocalFile& f, const ZipEntry& e) {
-  if (e.method != 0 && e.method != 8) {
-    return unexpected(e.name + " uses compression method " + std::to_string(e.method) +
-                      " (wheels use stored or deflated)");
-  }
-  auto at = data_offset(f, e);
-  if (!at) return unexpected(at.error());
+Expected<std::string, std::string> member_digest(const LocalZip& f, const ZipEntry& e) {
   Hasher sha(HashAlgo::kSha256);
-  uLong crc = crc32(0, nullptr, 0);
-  std::uint64_t produced = 0;
-  auto take = [&](const char* p, std::size_t n) {
-    sha.update(std::string_view(p, n));
-    crc = crc32(crc, reinterpret_cast<const Bytef*>(p), static_cast<uInt>(n));
-    produced += n;
-  };
-  z_stream z{};
-  if (e.method == 8 && inflateInit2(&z, -MAX_WBITS) != Z_OK) {
-    return unexpected(std::string("zlib cannot start"));
-  }
-  std::string out(e.method == 8 ? kChunk : 0, '\0');
-  int rc = Z_OK;
-  for (std::uint64_t done = 0; done < e.compressed_size;) {
-    auto in = f.read(*at + done, std::min<std::uint64_t>(kChunk, e.compressed_size - done));
-    if (!in) {
-      if (e.method == 8) inflateEnd(&z);
-      return unexpected(in.error());
-    }
-    done += in->size();
-    if (e.method == 0) {
-      take(in->data(), in->size());
-      continue;
-    }
-    z.next_in = reinterpret_cast<Bytef*>(in->data());
-    z.avail_in = static_cast<uInt>(in->size());
-    while (z.avail_in > 0 && rc != Z_STREAM_END) {
-      z.next_out = reinterpret_cast<Bytef*>(out.data());
-      z.avail_out = static_cast<uInt>(out.size());
-      rc = inflate(&z, Z_NO_FLUSH);
-      if (rc != Z_OK && rc != Z_STREAM_END) break;
-      take(out.data(), out.size() - z.avail_out);
-    }
-    if (rc != Z_OK && rc != Z_STREAM_END) break;
-  }
-  if (e.method == 8) inflateEnd(&z);
-  if ((e.method == 8 && rc != Z_STREAM_END) || produced != e.size) {
-    return unexpected(e.name + ": its compressed data does not give " + std::to_string(e.size) +
-                      " bytes");
-  }
-  if (crc != e.crc32) return unexpected(e.name + ": CRC-32 mismatch");
+  auto ok =
+      f.stream_member(e, [&](const char* p, std::size_t n) { sha.update(std::string_view(p, n)); });
+  if (!ok) return unexpected(ok.error());
   const std::vector<std::uint8_t> digest = sha.finish();
   return "sha256=" + base64url_nopad(std::as_bytes(std::span(digest)));
 }
@@ -216,7 +99,7 @@ bool unhashed_allowed(std::string_view member, std::string_view record_name) {
 }
 
 // Every member is in RECORD with the sha256 of its bytes, and RECORD lists nothing else.
-Expected<void, std::string> check_record(const LocalFile& f, const std::vector<ZipEntry>& entries,
+Expected<void, std::string> check_record(const LocalZip& f, const std::vector<ZipEntry>& entries,
                                          const std::string& record_name, std::string_view text) {
   auto lines = wheel::parse_record(text);
   if (!lines) return unexpected(lines.error());
@@ -250,12 +133,13 @@ Expected<void, std::string> check_record(const LocalFile& f, const std::vector<Z
 }
 
 Expected<WheelFacts, std::string> inspect(const std::filesystem::path& path, WheelFacts facts) {
-  auto file = LocalFile::open(path);
-  if (!file) return unexpected(file.error());
+  auto opened = CheckedFile::open(path);
+  if (!opened) return unexpected(opened.error());
+  auto file = std::make_unique<LocalZip>(std::move(*opened));
   auto content = hash_file(*file, &facts.sample);
   if (!content) return unexpected(content.error());
   facts.content = std::move(*content);
-  auto entries = read_directory(*file);
+  auto entries = file->directory();
   if (!entries) return unexpected(entries.error());
   const ZipEntry* metadata = wheel::find_dist_info_file(*entries, "METADATA");
   const ZipEntry* wheel = wheel::find_dist_info_file(*entries, "WHEEL");

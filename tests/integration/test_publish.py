@@ -5,12 +5,16 @@ running mount after SIGHUP (or refresh=) and in current/ of a caller with that t
 pip installs it; --target auto from a fake CUDA runtime and a fake torch; nothing to do, a
 conflict and --replace; --dry-run; every refusal with its exit code and one line; network
 faults mid-upload; a commit that races ours."""
+import base64
+import hashlib
 import json
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import sys
+import tempfile
 import urllib.request
 import zipfile
 
@@ -46,6 +50,49 @@ def rewrite(src, dst, drop=None, change=None):
             if change and info.filename.endswith(change[0]):
                 data = change[1](data)
             zout.writestr(info, data)
+    return dst
+
+
+def fatbin(sass_archs):
+    """A .nv_fatbin section of one container with an uncompressed SASS entry per arch, in the
+    layout fs/wheel/fatbin.h documents (each payload starts with a cubin ELF header)."""
+    body = b""
+    for arch in sass_archs:
+        cubin = b"\x7fELF\x02\x01\x01\x33\x07" + b"\0" * 7 + struct.pack("<HHI", 2, 190, 1)
+        cubin += b"\0" * (48 - len(cubin)) + struct.pack("<IH", arch | 0x400, 64)
+        payload = cubin + b"\0" * (128 - len(cubin))
+        header = struct.pack("<HHIQIIHHIIIQQQ", 2, 0x0101, 64, len(payload), len(payload), 0,
+                             7, 1, arch, 0, 0, 0x11, 0, 0)
+        body += header + payload
+    return struct.pack("<IHHQ", 0xBA55ED50, 1, 16, len(body)) + body
+
+
+def cuda_object(sass_archs):
+    """A real shared object (g++ -shared) with the fat binary as its .nv_fatbin section; it
+    calls pthread_create, GLIBC_2.34 on this host (Debian 12 has 2.36)."""
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "k.cpp"), "w", encoding="utf-8") as f:
+            f.write('#include <pthread.h>\nextern "C" int launch(pthread_t* t) '
+                    '{ return pthread_create(t, nullptr, nullptr, nullptr); }\n')
+        with open(os.path.join(d, "k.fatbin"), "wb") as f:
+            f.write(fatbin(sass_archs))
+        subprocess.run(["g++", "-shared", "-fPIC", "-o", "libk.so", "k.cpp"], cwd=d, check=True)
+        subprocess.run(["objcopy", "--add-section", ".nv_fatbin=k.fatbin", "libk.so"], cwd=d,
+                       check=True, capture_output=True)
+        with open(os.path.join(d, "libk.so"), "rb") as f:
+            return f.read()
+
+
+def with_member(src, dst, name, data):
+    """A copy of the wheel `src` with one more member, listed in its RECORD with its hash."""
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_DEFLATED) as zout:
+        for info in zin.infolist():
+            body = zin.read(info.filename)
+            if info.filename.endswith(".dist-info/RECORD"):
+                body += f"{name},sha256={digest},{len(data)}\n".encode()
+            zout.writestr(info, body)
+        zout.writestr(name, data)
     return dst
 
 
@@ -178,6 +225,49 @@ class Publish(MountedTestCase):
         self.assertEqual(r.returncode, FAILED)
         self.assertIn("cannot tell this machine's target", r.stderr)
         self.assertIn("--target KEY", r.stderr)
+
+    def check(self, *args):
+        return subprocess.run([WHEELHOUSE, "check"] + list(args), capture_output=True, text=True,
+                              timeout=120)
+
+    def test_check_refuses_gpu_code_for_another_arch_and_publish_too_unless_force(self):
+        plain = self.build("demo_gpu")
+        wheel = with_member(plain, os.path.join(self.scratch("gpu"), os.path.basename(plain)),
+                            "demo_gpu/_C.so", cuda_object([90]))
+        # sm_90 SASS: runs on sm90, not on sm89 (the key of this test's folder).
+        r = self.check("--target", f"sm90-torch2.9-cu128-{PY_TAG}", wheel)
+        self.assertEqual(r.returncode, OK, r.stdout + r.stderr)
+        self.assertIn("SASS sm_90", r.stdout)
+        self.assertIn("verdict: runs on", r.stdout)
+        r = self.check("--target", KEY, "--json", wheel)
+        self.assertEqual(r.returncode, WHEEL_REFUSED, r.stderr)
+        report = json.loads(r.stdout)
+        self.assertFalse(report["runs"])
+        obj = report["wheels"][0]["objects"][0]
+        self.assertEqual((obj["member"], obj["sass"]), ("demo_gpu/_C.so", ["sm_90"]))
+        self.assertIn("no GPU code runs on sm89", report["wheels"][0]["problems"][0])
+        # glibc: pthread_create is GLIBC_2.34, above a glibc 2.31 key's.
+        r = self.check("--target", f"sm90-torch2.9-cu128-{PY_TAG}-glibc2.31", wheel)
+        self.assertEqual(r.returncode, WHEEL_REFUSED, r.stdout)
+        self.assertIn("needs GLIBC_2.34 (libc.so.6), the target has glibc 2.31", r.stdout)
+
+        before = self.head()
+        self.hub.clear_log()
+        r = self.publish("--target", KEY, wheel)
+        self.assertEqual(r.returncode, WHEEL_REFUSED, r.stdout + r.stderr)
+        self.assertIn(f"wheelhouse publish: {os.path.basename(wheel)}: demo_gpu/_C.so: no GPU code "
+                      "runs on sm89", r.stderr)
+        self.assertIn("nothing was uploaded", r.stderr)
+        self.assertIn("--force publishes anyway", r.stderr)
+        self.assertEqual([e for e in self.hub.log() if e["method"] != "GET"], [])
+        self.assertEqual(self.head(), before)
+
+        r = self.publish("--target", KEY, "--force", wheel)
+        self.assertEqual(r.returncode, OK, r.stdout + r.stderr)
+        self.assertIn("refused, published anyway (--force): demo_gpu/_C.so: no GPU code runs on "
+                      "sm89", r.stdout)
+        self.assertIn(f"demo_gpu/{FOLDER}/{os.path.basename(wheel)}",
+                      self.listing(f"demo_gpu/{FOLDER}"))
 
     def test_dry_run_prints_the_plan_and_sends_nothing(self):
         wheel = self.build("demo_dry")
