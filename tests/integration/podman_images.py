@@ -8,6 +8,7 @@ venv, a warm cache. Images are named localhost/whfs-test-*:<hash of what is in t
 second run reuses them. Rootful podman with runc and cgroupfs, and no default ulimits (what
 works on these machines), from a containers.conf of the tests' own (CONTAINERS_CONF).
 """
+import atexit
 import fcntl
 import hashlib
 import os
@@ -87,15 +88,21 @@ def _exists(tag):
 
 
 def build_deb():
-    """This build's .deb (cpack), once per run of a test program."""
-    out = os.path.join(WORK, "deb")
-    shutil.rmtree(out, ignore_errors=True)
-    r = subprocess.run(["cpack", "-G", "DEB", "-B", out], cwd=mounttest.BUILD_DIR,
-                       capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, f"cpack failed:\n{r.stdout}\n{r.stderr}"
-    debs = [os.path.join(out, f) for f in os.listdir(out) if f.endswith(".deb")]
-    assert len(debs) == 1, debs
-    return debs[0]
+    """This build's .deb (cpack), in a folder of this test program's own (removed at its exit);
+    one cpack at a time (the test programs run in parallel, and cpack stages in the build)."""
+    os.makedirs(WORK, exist_ok=True)
+    out = tempfile.mkdtemp(prefix="deb-", dir=WORK)
+    atexit.register(shutil.rmtree, out, True)
+
+    def make():
+        r = subprocess.run(["cpack", "-G", "DEB", "-B", out], cwd=mounttest.BUILD_DIR,
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, f"cpack failed:\n{r.stdout}\n{r.stderr}"
+        debs = [os.path.join(out, f) for f in os.listdir(out) if f.endswith(".deb")]
+        assert len(debs) == 1, debs
+        return debs[0]
+
+    return _locked(make)
 
 
 def _packages(deb):
