@@ -3,10 +3,14 @@
 // need (fs/publish/run_check.h). `publish` runs the same check before it uploads anything.
 
 #include <cstdio>
+#include <filesystem>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "fs/publish/plan.h"
 #include "fs/publish/run_check.h"
+#include "fs/target/wheel_name.h"
 #include "tools/cli_commands.h"
 #include "tools/cli_target.h"
 
@@ -32,17 +36,36 @@ int run_check(const CheckOptions& o) {
   nlohmann::json all = nlohmann::json::array();
   int code = kOk;
   for (const auto& wheel : o.wheels) {
+    // Its tags first (the Python, the platform, the torch and CUDA of its local version), as
+    // publish checks them: a wheel pip would not install there does not run there either.
+    const std::string file_name = std::filesystem::path(wheel).filename();
+    const auto name = target::parse_wheel_name(file_name);
+    std::optional<std::string> misfit =
+        name ? publish::misfit(*name, t->target)
+             : std::optional<std::string>("not a wheel file name (PEP 427)");
     auto r = publish::check_runs(wheel, (*setup)->run);
     if (!r) {
       std::fprintf(stderr, "wheelhouse check: %s\n", r.error().c_str());
       code = kFailed;
       continue;
     }
-    if (!r->runs() && code == kOk) code = kWheelRefused;
+    if ((!r->runs() || misfit) && code == kOk) code = kWheelRefused;
     if (o.json) {
-      all.push_back(publish::to_json(*r));
+      auto j = publish::to_json(*r);
+      if (misfit) {
+        j["tags"] = *misfit;
+        j["runs"] = false;
+      }
+      all.push_back(std::move(j));
     } else {
-      std::fputs(publish::format_report(*r).c_str(), stdout);
+      std::string text = publish::format_report(*r);
+      if (misfit) {
+        // The verdict line last, as the report writes it.
+        const auto last = text.rfind("  verdict:");
+        text = text.substr(0, last) + "  problem: " + *misfit +
+               "\n  verdict: does not run on " + t->key + "\n";
+      }
+      std::fputs(text.c_str(), stdout);
     }
   }
   if (o.json) {

@@ -250,6 +250,12 @@ class Publish(MountedTestCase):
         r = self.check("--target", f"sm90-torch2.9-cu128-{PY_TAG}-glibc2.31", wheel)
         self.assertEqual(r.returncode, WHEEL_REFUSED, r.stdout)
         self.assertIn("needs GLIBC_2.34 (libc.so.6), the target has glibc 2.31", r.stdout)
+        # Its tags count too: a wheel of this Python is refused for another one.
+        other = "cp310" if PY_TAG != "cp310" else "cp312"
+        r = self.check("--target", f"sm90-torch2.9-cu128-{other}", wheel)
+        self.assertEqual(r.returncode, WHEEL_REFUSED, r.stdout)
+        self.assertIn(f"do not run on the target's Python {other}", r.stdout)
+        self.assertIn("verdict: does not run on", r.stdout)
 
         before = self.head()
         self.hub.clear_log()
