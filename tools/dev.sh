@@ -44,7 +44,10 @@ case $cmd in
     # slower tests cost.
     opt=-O1
     [[ $kind == address ]] && opt=-O0
+    # Unity builds (CMakeLists.txt lists the files compiled alone): every header is parsed once
+    # per batch instead of once per file.
     cmake -S "$src" -B "build-$kind" -G Ninja -DWHFS_SANITIZE="$kind" -DWHFS_BENCH=OFF \
+      -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=16 \
       -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$opt -g1" \
       -DCMAKE_C_FLAGS_RELWITHDEBINFO="$opt -g1" >/dev/null
     cmake --build "build-$kind" -j "$jobs" --target unit_tests
@@ -56,6 +59,7 @@ case $cmd in
     fuzzers=()
     for f in tests/fuzz/*_fuzz.cpp; do fuzzers+=("$(basename "$f" .cpp)"); done
     CC=clang CXX=clang++ cmake -S "$src" -B build-fuzz -G Ninja -DWHFS_FUZZ=ON -DWHFS_BENCH=OFF \
+      -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=16 \
       -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
       -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" >/dev/null
     cmake --build build-fuzz -j "$jobs" --target "${fuzzers[@]}"
