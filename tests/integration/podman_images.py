@@ -227,3 +227,20 @@ def venv_image(pkg_image, torch, cuda):
         return layered(pkg_image, [(src, f"{PY_SITE}/torch")], env=VENV_ENV, name="venv")
     finally:
         shutil.rmtree(os.path.dirname(src), ignore_errors=True)
+
+
+def main(what, *needed):
+    """unittest.main(), or exit 77 (skipped) with the reason where FUSE or rootful podman cannot
+    run, or a program in `needed` is not built."""
+    import sys
+    import unittest
+    ok, why = mounttest.fuse_usable()
+    if ok:
+        ok, why = usable()
+    for program in needed:
+        if ok and not os.path.exists(program):
+            ok, why = False, f"{program} is not built"
+    if not ok:
+        print(f"SKIP: {what} need FUSE and rootful podman: {why}", file=sys.stderr)
+        sys.exit(mounttest.SKIP)
+    unittest.main()

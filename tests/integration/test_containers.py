@@ -20,8 +20,6 @@ import concurrent.futures
 import json
 import os
 import subprocess
-import sys
-import unittest
 
 import mounttest
 import podman_images as images
@@ -218,15 +216,5 @@ class SharedCache(ContainerImages, MountedTestCase):
         self.assertLessEqual(served, 1.25 * total)
 
 
-def main():
-    ok, why = mounttest.fuse_usable()
-    if ok:
-        ok, why = images.usable()
-    if not ok:
-        print(f"SKIP: the podman tests need FUSE and rootful podman: {why}", file=sys.stderr)
-        sys.exit(mounttest.SKIP)
-    unittest.main()
-
-
 if __name__ == "__main__":
-    main()
+    images.main("the podman tests")

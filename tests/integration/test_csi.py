@@ -8,23 +8,17 @@ with its last target. The gRPC client is Debian's python3-grpcio, with messages 
 generates from tools/csi/csi.proto.
 """
 import os
-import sys
 
-try:
-    import grpc
-except ImportError:  # a Python without Debian's packages (a pyenv): Debian's own has them
-    if os.path.realpath(sys.executable) != os.path.realpath("/usr/bin/python3") and \
-            os.path.exists("/usr/bin/python3"):
-        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
-    raise
+import debian_python
+
+debian_python.need("grpc")
+import grpc  # noqa: E402  (Debian's python3-grpcio)
 
 import glob
 import importlib.util
 import json
 import signal
 import subprocess
-import time
-import unittest
 
 import mounttest
 from fakehub_ctl import FakeHub
@@ -288,17 +282,5 @@ class Csi(ContainerImages, MountedTestCase):
         self.assertFalse(os.path.exists(token_file), "the token file outlived its daemon")
 
 
-def main():
-    ok, why = mounttest.fuse_usable()
-    if ok:
-        ok, why = images.usable()
-    if ok and not os.path.exists(PLUGIN):
-        ok, why = False, f"{PLUGIN} is not built"
-    if not ok:
-        print(f"SKIP: the CSI tests need FUSE and rootful podman: {why}", file=sys.stderr)
-        sys.exit(mounttest.SKIP)
-    unittest.main()
-
-
 if __name__ == "__main__":
-    main()
+    images.main("the CSI tests", PLUGIN)

@@ -10,17 +10,13 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import sys
 import time
 import unittest
 
-try:
-    import yaml
-except ImportError:  # a Python without Debian's packages (a pyenv): Debian's own has them
-    if os.path.realpath(sys.executable) != os.path.realpath("/usr/bin/python3") and \
-            os.path.exists("/usr/bin/python3"):
-        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
-    raise
+import debian_python
+
+debian_python.need("yaml")
+import yaml  # noqa: E402  (Debian's python3-yaml)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIR = os.environ.get("WHFS_SOURCE_DIR", os.path.dirname(os.path.dirname(HERE)))
