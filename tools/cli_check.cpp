@@ -4,8 +4,8 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "fs/publish/plan.h"
@@ -62,8 +62,8 @@ int run_check(const CheckOptions& o) {
       if (misfit) {
         // The verdict line last, as the report writes it.
         const auto last = text.rfind("  verdict:");
-        text = text.substr(0, last) + "  problem: " + *misfit +
-               "\n  verdict: does not run on " + t->key + "\n";
+        text = text.substr(0, last) + "  problem: " + *misfit + "\n  verdict: does not run on " +
+               t->key + "\n";
       }
       std::fputs(text.c_str(), stdout);
     }

@@ -1,7 +1,6 @@
 #include "tools/csi/linux_system.h"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -11,6 +10,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
