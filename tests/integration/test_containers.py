@@ -35,7 +35,8 @@ HASH_SCRIPT = ("import hashlib,sys\nfor p in sys.argv[1:]:\n h=hashlib.sha256()\
 
 
 def run(*args, timeout=600):
-    return images.podman("run", "--rm", *args, check=False, timeout=timeout)
+    # --pull=never: an image that is not here is an error, never a registry request.
+    return images.podman("run", "--rm", "--pull=never", *args, check=False, timeout=timeout)
 
 
 class ContainerImages:

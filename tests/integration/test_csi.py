@@ -148,7 +148,7 @@ class Csi(ContainerImages, MountedTestCase):
             return json.load(f)["daemons"]
 
     def pod_installs(self, image, target):
-        r = images.podman("run", "--rm", "--network", "none", "-e", "NVIDIA_VISIBLE_DEVICES=0",
+        r = images.podman("run", "--rm", "--pull=never", "--network", "none", "-e", "NVIDIA_VISIBLE_DEVICES=0",
                           "-v", f"{target}:/wheelhouse:ro", image, "sh", "-c",
                           "pip install --no-deps /wheelhouse/current/flash_attn/*.whl "
                           ">/tmp/pip.log 2>&1 || { cat /tmp/pip.log; exit 1; }; "
