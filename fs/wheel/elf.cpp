@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "fs/wheel/little_endian.h"
+
 namespace whfs::wheel {
 namespace {
 
@@ -10,14 +12,6 @@ constexpr std::size_t kSectionHeaderSize = 64;
 constexpr std::size_t kSymbolSize = 24;
 constexpr std::size_t kVerneedSize = 16;
 constexpr std::size_t kVernauxSize = 16;
-
-std::uint64_t le(std::string_view b, std::size_t at, int n) {
-  std::uint64_t v = 0;
-  for (int i = n - 1; i >= 0; --i) {
-    v = v << 8 | static_cast<std::uint8_t>(b[at + static_cast<std::size_t>(i)]);
-  }
-  return v;
-}
 
 Unexpected<std::string> bad(const std::string& why) {
   return unexpected("not a valid ELF file: " + why);
@@ -68,9 +62,9 @@ Expected<ElfFile, std::string> read_elf_header(std::string_view head) {
   }
   ElfFile e;
   e.abi_version = static_cast<std::uint8_t>(head[8]);
-  e.type = static_cast<std::uint16_t>(le(head, 16, 2));
-  e.machine = static_cast<std::uint16_t>(le(head, 18, 2));
-  e.flags = static_cast<std::uint32_t>(le(head, 48, 4));
+  e.type = static_cast<std::uint16_t>(little_endian(head, 16, 2));
+  e.machine = static_cast<std::uint16_t>(little_endian(head, 18, 2));
+  e.flags = static_cast<std::uint32_t>(little_endian(head, 48, 4));
   return e;
 }
 
@@ -82,10 +76,10 @@ Expected<ElfFile, std::string> read_elf(std::uint64_t file_size, ReadAt read,
   auto e = read_elf_header(*head);
   if (!e) return e;
   e->file_size = file_size;
-  const std::uint64_t shoff = le(*head, 40, 8);
-  const std::uint64_t shentsize = le(*head, 58, 2);
-  std::uint64_t shnum = le(*head, 60, 2);
-  std::uint64_t shstrndx = le(*head, 62, 2);
+  const std::uint64_t shoff = little_endian(*head, 40, 8);
+  const std::uint64_t shentsize = little_endian(*head, 58, 2);
+  std::uint64_t shnum = little_endian(*head, 60, 2);
+  std::uint64_t shstrndx = little_endian(*head, 62, 2);
   if (shoff == 0) return e;  // no section table (stripped to the bone): nothing to read
   if (shentsize != kSectionHeaderSize) {
     return bad("section headers of " + std::to_string(shentsize) + " bytes (64 expected)");
@@ -96,8 +90,8 @@ Expected<ElfFile, std::string> read_elf(std::uint64_t file_size, ReadAt read,
   if (shnum == 0 || shstrndx == 0xffff) {  // the real values are in section 0
     auto first = read(shoff, kSectionHeaderSize);
     if (!first) return unexpected(first.error());
-    if (shnum == 0) shnum = le(*first, 32, 8);
-    if (shstrndx == 0xffff) shstrndx = le(*first, 40, 4);
+    if (shnum == 0) shnum = little_endian(*first, 32, 8);
+    if (shstrndx == 0xffff) shstrndx = little_endian(*first, 40, 4);
   }
   if (shnum > limits.max_sections) {
     return bad(std::to_string(shnum) + " sections (at most " + std::to_string(limits.max_sections) +
@@ -113,12 +107,12 @@ Expected<ElfFile, std::string> read_elf(std::uint64_t file_size, ReadAt read,
   for (std::size_t i = 0; i < shnum; ++i) {
     const std::size_t at = i * kSectionHeaderSize;
     ElfSection s;
-    name_offsets.push_back(le(*table, at, 4));
-    s.type = static_cast<std::uint32_t>(le(*table, at + 4, 4));
-    s.offset = le(*table, at + 24, 8);
-    s.size = le(*table, at + 32, 8);
-    s.link = static_cast<std::uint32_t>(le(*table, at + 40, 4));
-    s.info = static_cast<std::uint32_t>(le(*table, at + 44, 4));
+    name_offsets.push_back(little_endian(*table, at, 4));
+    s.type = static_cast<std::uint32_t>(little_endian(*table, at + 4, 4));
+    s.offset = little_endian(*table, at + 24, 8);
+    s.size = little_endian(*table, at + 32, 8);
+    s.link = static_cast<std::uint32_t>(little_endian(*table, at + 40, 4));
+    s.info = static_cast<std::uint32_t>(little_endian(*table, at + 44, 4));
     if (s.type != kShtNobits && (s.offset > file_size || s.size > file_size - s.offset)) {
       return bad("section " + std::to_string(i) + " lies outside the file");
     }
@@ -176,12 +170,12 @@ Expected<std::vector<DynamicSymbol>, std::string> dynamic_symbols(const ElfFile&
   out.reserve(static_cast<std::size_t>(count));
   for (std::size_t i = 1; i < count; ++i) {
     const std::size_t at = i * kSymbolSize;
-    const std::uint64_t name_at = le(*syms, at, 4);
+    const std::uint64_t name_at = little_endian(*syms, at, 4);
     if (name_at == 0) continue;
     auto name = string_at(*strings, name_at, limits.max_name, "symbol");
     if (!name) return unexpected(name.error());
     const auto info = static_cast<std::uint8_t>((*syms)[at + 4]);
-    const std::uint64_t shndx = le(*syms, at + 6, 2);
+    const std::uint64_t shndx = little_endian(*syms, at + 6, 2);
     out.push_back({std::move(*name), shndx != 0, (info >> 4) == 2});
   }
   return out;
@@ -209,12 +203,12 @@ Expected<std::vector<NeededVersion>, std::string> needed_versions(const ElfFile&
     if (at > b.size() || b.size() - at < kVerneedSize) {
       return bad(".gnu.version_r entry " + std::to_string(file) + " runs past its section");
     }
-    const std::uint64_t count = le(b, static_cast<std::size_t>(at) + 2, 2);
-    auto file_name = string_at(*strings, le(b, static_cast<std::size_t>(at) + 4, 4),
+    const std::uint64_t count = little_endian(b, static_cast<std::size_t>(at) + 2, 2);
+    auto file_name = string_at(*strings, little_endian(b, static_cast<std::size_t>(at) + 4, 4),
                                limits.max_name, "version file");
     if (!file_name) return unexpected(file_name.error());
-    const std::uint64_t aux = le(b, static_cast<std::size_t>(at) + 8, 4);
-    const std::uint64_t next = le(b, static_cast<std::size_t>(at) + 12, 4);
+    const std::uint64_t aux = little_endian(b, static_cast<std::size_t>(at) + 8, 4);
+    const std::uint64_t next = little_endian(b, static_cast<std::size_t>(at) + 12, 4);
     std::uint64_t v = at + aux;
     for (std::uint64_t i = 0; i < count; ++i) {
       if (out.size() >= limits.max_versions) {
@@ -223,11 +217,11 @@ Expected<std::vector<NeededVersion>, std::string> needed_versions(const ElfFile&
       if (v > b.size() || b.size() - v < kVernauxSize) {
         return bad("a .gnu.version_r version of " + *file_name + " runs past its section");
       }
-      auto name = string_at(*strings, le(b, static_cast<std::size_t>(v) + 8, 4), limits.max_name,
-                            "version");
+      auto name = string_at(*strings, little_endian(b, static_cast<std::size_t>(v) + 8, 4),
+                            limits.max_name, "version");
       if (!name) return unexpected(name.error());
       out.push_back({*file_name, std::move(*name)});
-      const std::uint64_t step = le(b, static_cast<std::size_t>(v) + 12, 4);
+      const std::uint64_t step = little_endian(b, static_cast<std::size_t>(v) + 12, 4);
       if (step == 0) break;
       v += step;
     }

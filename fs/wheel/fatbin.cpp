@@ -2,20 +2,14 @@
 
 #include <algorithm>
 
+#include "fs/wheel/little_endian.h"
+
 namespace whfs::wheel {
 namespace {
 
 constexpr std::uint64_t kContainerHeader = 16;
 constexpr std::uint64_t kEntryHeader = 64;
 constexpr std::uint64_t kPtxHead = 4096;  // where ".target" is, after the comments
-
-std::uint64_t le(std::string_view b, std::size_t at, int n) {
-  std::uint64_t v = 0;
-  for (int i = n - 1; i >= 0; --i) {
-    v = v << 8 | static_cast<std::uint8_t>(b[at + static_cast<std::size_t>(i)]);
-  }
-  return v;
-}
 
 Unexpected<std::string> bad(std::uint64_t at, const std::string& why) {
   return unexpected("not a valid fat binary: at offset " + std::to_string(at) + " of .nv_fatbin, " +
@@ -49,8 +43,8 @@ Expected<FatbinEntry, std::string> read_entry(std::uint64_t at, std::uint64_t en
   auto h = read(at, kEntryHeader);
   if (!h) return unexpected(h.error());
   if (h->size() != kEntryHeader) return bad(at, "an entry header was read short");
-  const std::uint64_t header_size = le(*h, 4, 4);
-  const std::uint64_t payload_size = le(*h, 8, 8);
+  const std::uint64_t header_size = little_endian(*h, 4, 4);
+  const std::uint64_t payload_size = little_endian(*h, 8, 8);
   if (header_size < kEntryHeader || header_size > limits.max_entry_header) {
     return bad(at, "an entry header of " + std::to_string(header_size) + " bytes (64 to " +
                        std::to_string(limits.max_entry_header) + ")");
@@ -61,14 +55,14 @@ Expected<FatbinEntry, std::string> read_entry(std::uint64_t at, std::uint64_t en
   }
   FatbinEntry e;
   e.offset = at;
-  e.raw_kind = static_cast<std::uint16_t>(le(*h, 0, 2));
+  e.raw_kind = static_cast<std::uint16_t>(little_endian(*h, 0, 2));
   e.kind = e.raw_kind == 1                         ? FatbinEntry::Kind::kPtx
            : e.raw_kind == 2 || e.raw_kind == 0x10 ? FatbinEntry::Kind::kSass
                                                    : FatbinEntry::Kind::kUnknown;
-  e.version_minor = static_cast<int>(le(*h, 24, 2));
-  e.version_major = static_cast<int>(le(*h, 26, 2));
-  e.arch = static_cast<int>(std::min<std::uint64_t>(le(*h, 28, 4), 100000));
-  e.compressed = (le(*h, 40, 8) & kFatbinCompressedFlags) != 0;
+  e.version_minor = static_cast<int>(little_endian(*h, 24, 2));
+  e.version_major = static_cast<int>(little_endian(*h, 26, 2));
+  e.arch = static_cast<int>(std::min<std::uint64_t>(little_endian(*h, 28, 4), 100000));
+  e.compressed = (little_endian(*h, 40, 8) & kFatbinCompressedFlags) != 0;
   const std::uint64_t payload = at + header_size;
   if (!e.compressed && e.kind == FatbinEntry::Kind::kSass && payload_size >= kEntryHeader) {
     auto head = read(payload, kEntryHeader);
@@ -116,11 +110,11 @@ Expected<std::vector<FatbinContainer>, std::string> read_fatbin(std::uint64_t si
     if (size - at < kContainerHeader) return bad(at, "a container header runs past the end");
     auto h = read(at, kContainerHeader);
     if (!h) return unexpected(h.error());
-    if (h->size() != kContainerHeader || le(*h, 0, 4) != kFatbinMagic) {
+    if (h->size() != kContainerHeader || little_endian(*h, 0, 4) != kFatbinMagic) {
       return bad(at, "no container magic 0xBA55ED50");
     }
-    const std::uint64_t header_size = le(*h, 6, 2);
-    const std::uint64_t fat_size = le(*h, 8, 8);
+    const std::uint64_t header_size = little_endian(*h, 6, 2);
+    const std::uint64_t fat_size = little_endian(*h, 8, 8);
     if (header_size < kContainerHeader || header_size > size - at) {
       return bad(at, "a container header of " + std::to_string(header_size) + " bytes");
     }

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <limits>
 
+#include "fs/wheel/little_endian.h"
+
 namespace whfs::wheel {
 namespace {
 
@@ -13,14 +15,6 @@ constexpr std::uint32_t kZip64LocatorSig = 0x07064b50;
 constexpr std::uint32_t kZip64EocdSig = 0x06064b50;
 constexpr std::uint32_t kCentralSig = 0x02014b50;
 constexpr std::uint32_t kLocalSig = 0x04034b50;
-
-std::uint64_t le(std::span<const std::byte> b, std::size_t at, int n) {
-  std::uint64_t v = 0;
-  for (int i = n - 1; i >= 0; --i) {
-    v = v << 8 | static_cast<std::uint8_t>(b[at + static_cast<std::size_t>(i)]);
-  }
-  return v;
-}
 
 Unexpected<std::string> bad(const std::string& why) {
   return unexpected("not a valid zip file: " + why);
@@ -38,7 +32,8 @@ Expected<CentralDirectory, std::string> find_central_directory(std::span<const s
   std::size_t at = tail.size() - 22;
   bool found = false;
   for (;; --at) {
-    if (le(tail, at, 4) == kEocdSig && at + 22 + le(tail, at + 20, 2) == tail.size()) {
+    if (little_endian(tail, at, 4) == kEocdSig &&
+        at + 22 + little_endian(tail, at + 20, 2) == tail.size()) {
       found = true;
       break;
     }
@@ -52,14 +47,14 @@ Expected<CentralDirectory, std::string> find_central_directory(std::span<const s
   }
   const std::uint64_t tail_start = file_size - tail.size();
   CentralDirectory cd;
-  cd.entries = le(tail, at + 10, 2);
-  cd.size = le(tail, at + 12, 4);
-  cd.offset = le(tail, at + 16, 4);
+  cd.entries = little_endian(tail, at + 10, 2);
+  cd.size = little_endian(tail, at + 12, 4);
+  cd.offset = little_endian(tail, at + 16, 4);
   const bool zip64 = cd.entries == 0xffff || cd.size == 0xffffffff || cd.offset == 0xffffffff;
   if (zip64) {
-    if (at < 20 || le(tail, at - 20, 4) != kZip64LocatorSig)
+    if (at < 20 || little_endian(tail, at - 20, 4) != kZip64LocatorSig)
       return bad("zip64 fields without a locator");
-    const std::uint64_t record = le(tail, at - 20 + 8, 8);
+    const std::uint64_t record = little_endian(tail, at - 20 + 8, 8);
     if (record < tail_start || record - tail_start + 56 > tail.size()) {
       if (need_more != nullptr && tail.size() < file_size && tail.size() < kMaxTail)
         *need_more = true;
@@ -67,10 +62,11 @@ Expected<CentralDirectory, std::string> find_central_directory(std::span<const s
                  std::to_string(tail.size()) + " bytes");
     }
     const auto r = static_cast<std::size_t>(record - tail_start);
-    if (le(tail, r, 4) != kZip64EocdSig) return bad("a zip64 locator that points at nothing");
-    cd.entries = le(tail, r + 32, 8);
-    cd.size = le(tail, r + 40, 8);
-    cd.offset = le(tail, r + 48, 8);
+    if (little_endian(tail, r, 4) != kZip64EocdSig)
+      return bad("a zip64 locator that points at nothing");
+    cd.entries = little_endian(tail, r + 32, 8);
+    cd.size = little_endian(tail, r + 40, 8);
+    cd.offset = little_endian(tail, r + 48, 8);
   }
   if (cd.offset > file_size || cd.size > file_size - cd.offset) {
     return bad("its central directory lies outside the file");
@@ -88,18 +84,18 @@ Expected<std::vector<ZipEntry>, std::string> parse_central_directory(
   out.reserve(static_cast<std::size_t>(expected_entries));
   std::size_t at = 0;
   while (out.size() < expected_entries) {
-    if (bytes.size() - at < 46 || le(bytes, at, 4) != kCentralSig) {
+    if (bytes.size() - at < 46 || little_endian(bytes, at, 4) != kCentralSig) {
       return bad("entry " + std::to_string(out.size()) + " of the central directory is malformed");
     }
     ZipEntry e;
-    e.method = static_cast<std::uint16_t>(le(bytes, at + 10, 2));
-    e.crc32 = static_cast<std::uint32_t>(le(bytes, at + 16, 4));
-    e.compressed_size = le(bytes, at + 20, 4);
-    e.size = le(bytes, at + 24, 4);
-    const std::size_t name_len = le(bytes, at + 28, 2);
-    const std::size_t extra_len = le(bytes, at + 30, 2);
-    const std::size_t comment_len = le(bytes, at + 32, 2);
-    e.local_header_offset = le(bytes, at + 42, 4);
+    e.method = static_cast<std::uint16_t>(little_endian(bytes, at + 10, 2));
+    e.crc32 = static_cast<std::uint32_t>(little_endian(bytes, at + 16, 4));
+    e.compressed_size = little_endian(bytes, at + 20, 4);
+    e.size = little_endian(bytes, at + 24, 4);
+    const std::size_t name_len = little_endian(bytes, at + 28, 2);
+    const std::size_t extra_len = little_endian(bytes, at + 30, 2);
+    const std::size_t comment_len = little_endian(bytes, at + 32, 2);
+    e.local_header_offset = little_endian(bytes, at + 42, 4);
     if (bytes.size() - at - 46 < name_len + extra_len + comment_len) {
       return bad("entry " + std::to_string(out.size()) + " runs past the central directory");
     }
@@ -108,15 +104,15 @@ Expected<std::vector<ZipEntry>, std::string> parse_central_directory(
     std::size_t x = at + 46 + name_len;
     const std::size_t x_end = x + extra_len;
     while (x + 4 <= x_end) {
-      const auto id = le(bytes, x, 2);
-      const std::size_t len = le(bytes, x + 2, 2);
+      const auto id = little_endian(bytes, x, 2);
+      const std::size_t len = little_endian(bytes, x + 2, 2);
       if (x + 4 + len > x_end) break;
       if (id == 0x0001) {
         std::size_t f = x + 4;
         auto take = [&](std::uint64_t& field) {
           if (field != 0xffffffff) return true;
           if (f + 8 > x + 4 + len) return false;
-          field = le(bytes, f, 8);
+          field = little_endian(bytes, f, 8);
           f += 8;
           return true;
         };
@@ -134,11 +130,11 @@ Expected<std::vector<ZipEntry>, std::string> parse_central_directory(
 
 Expected<std::uint64_t, std::string> member_data_offset(std::span<const std::byte> local_header,
                                                         const ZipEntry& entry) {
-  if (local_header.size() < 30 || le(local_header, 0, 4) != kLocalSig) {
+  if (local_header.size() < 30 || little_endian(local_header, 0, 4) != kLocalSig) {
     return bad("no local header for " + entry.name);
   }
-  const std::uint64_t name_len = le(local_header, 26, 2);
-  const std::uint64_t extra_len = le(local_header, 28, 2);
+  const std::uint64_t name_len = little_endian(local_header, 26, 2);
+  const std::uint64_t extra_len = little_endian(local_header, 28, 2);
   if (entry.local_header_offset >
       std::numeric_limits<std::uint64_t>::max() - 30 - name_len - extra_len) {
     return bad("the local header of " + entry.name + " overflows");
