@@ -40,6 +40,7 @@ LmdbBlockCache::LmdbBlockCache(Options options, OpenedStore store, const QuotaFa
       session_(std::move(store.session)),
       geometry_(store.init.geometry),
       read_only_(store.read_only),
+      owner_only_(store.owner_only),
       engine_(options_, session_, std::move(store.env), store.init.dbs, geometry_, store.init.cap,
               read_only_),
       hashes_(engine_, geometry_, read_only_),

@@ -107,6 +107,12 @@ class BlockCache : public BlockStore, public MetadataStore {
 
   // Whether this cache is read-only (a lower tier): every write fails with kReadOnly.
   virtual bool read_only() const = 0;
+  // Whether nobody but this user (and root) can have written anything the cache holds: a
+  // private directory whose data file was this user's alone (mode 0600) when opened, and which
+  // never recorded being shared with a group or writable by others. What such a cache records
+  // as verified was verified by this user's own processes: a daemon may serve it without
+  // hashing it again. False for a group-shared cache, a read-only one and tiers.
+  virtual bool owner_only() const { return false; }
   // Whether another process (a mount) has the cache open now.
   virtual bool in_use_by_others() const = 0;
   // Deletes the store's files (the CLI's `cache clear` for a store of an unknown format).

@@ -89,6 +89,7 @@ class LmdbBlockCache final : public MetadataTiers {
   Result<std::uint64_t> evict_to(std::uint64_t target_bytes) override;
   const std::filesystem::path& dir() const override { return options_.dir; }
   bool read_only() const override { return read_only_; }
+  bool owner_only() const override { return owner_only_; }
   bool in_use_by_others() const override { return session_.in_use_by_others(); }
 
  private:
@@ -100,6 +101,7 @@ class LmdbBlockCache final : public MetadataTiers {
   Session session_;
   const BlockGeometry geometry_;
   const bool read_only_;  // a lower tier: no write txn, no pending updates, no pins
+  const bool owner_only_;  // OpenedStore::owner_only
 
   // Lock order, complete (a lock is only ever taken after the ones left of it):
   //   a RunningHash's mu (RunningHashes) -> TxnEngine's map_mutex_ (shared, for the read txn

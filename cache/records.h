@@ -3,7 +3,9 @@
 // their keys and values. Changing anything here is a format change: bump kFormatName, and
 // regenerate the golden fixture (tests/unit/cache/data) on purpose.
 //
-//   meta      "format" -> FormatRecord; "usage" -> Usage; "counters" -> Counters; "cap" -> u64
+//   meta      "format" -> FormatRecord; "usage" -> Usage; "counters" -> Counters; "cap" -> u64;
+//             "shared" -> u64 (ms since the epoch): when the store was first found shared with
+//             a group or writable by others; absent in a store that was always private
 //   blocks    ContentKey + u32 BE index -> u64 LE XXH3 checksum + payload
 //   contents  ContentKey -> ContentRecord
 //   lru       u64 BE last access (ms) + ContentKey -> "" (the eviction order)
@@ -39,6 +41,7 @@ inline constexpr std::string_view kFormatKey = "format";
 inline constexpr std::string_view kUsageKey = "usage";
 inline constexpr std::string_view kCountersKey = "counters";
 inline constexpr std::string_view kCapKey = "cap";
+inline constexpr std::string_view kSharedKey = "shared";
 
 // A key of at most N bytes held by value (no allocation on the read path).
 template <std::size_t N>

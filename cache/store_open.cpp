@@ -56,9 +56,13 @@ Result<void> validate(const Options& o) {
 }
 
 // Opens the DBs, creates or checks the format record, records the cap and sizes the map.
-Result<StoreInit> init_store(lmdb::Env& env, const Options& options, Session& session);
+// `shared_now`: the store is shared with a group, or was found writable by others than this
+// user; recorded once (meta "shared") so that a store made private later is still known to
+// hold what others may have written.
+Result<StoreInit> init_store(lmdb::Env& env, const Options& options, Session& session,
+                             bool shared_now);
 Result<StoreInit> init_store_txn(lmdb::Env& env, const Options& options, bool write_cap,
-                                 int* lmdb_code);
+                                 bool shared_now, int* lmdb_code);
 Result<StoreInit> init_read_only(lmdb::Env& env, const Options& options);
 // Opens (with `flags`: MDB_CREATE or 0) every named DB; `failed` names the one that failed.
 lmdb::Res<void> open_dbs(lmdb::Txn& txn, unsigned flags, Dbs* dbs, const char** failed = nullptr);
@@ -139,6 +143,10 @@ Result<OpenedStore> open_once(const Options& options, Session& session) {
   if (auto lock = check_cache_entry(session.dir_fd(), options.dir, "lock.mdb"); !lock) {
     return Unexpected<CacheError>{lock.error()};
   }
+  // Before its mode is set again below: whether anyone but this user could write the data
+  // file so far (a group it was shared with, or a mode an older version or a umask gave it).
+  const bool data_private =
+      !*exists || (data.st_uid == ::geteuid() && (data.st_mode & 0077) == 0);
   auto claims = open_cache_file(session.dir_fd(), options.dir, "downloads.lock", O_RDWR | O_CREAT,
                                 options.access);
   if (!claims && claims.error().kind == CacheError::Kind::kAccess) {
@@ -173,15 +181,18 @@ Result<OpenedStore> open_once(const Options& options, Session& session) {
     ProcessLockGuard slots(session.reader_table(), Clock::now() + options.lock_timeout);
     if (slots.owns()) env->reader_check();  // slots of processes that died holding a read txn
   }
-  auto init = init_store(*env, options, session);
+  const bool shared_now = options.access.group.has_value() || !data_private;
+  auto init = init_store(*env, options, session, shared_now);
   if (!init) return Unexpected<CacheError>{init.error()};
   if (auto ok = session.mark_open(); !ok) return Unexpected<CacheError>{ok.error()};
   // Without downloads.lock (not ours to open, say) daemons merely do not share downloads.
   const int claims_fd = claims ? claims->release() : -1;
-  return OpenedStore{std::move(session), std::move(*env), *init, false, claims_fd};
+  const bool owner_only = !shared_now && !init->was_shared;
+  return OpenedStore{std::move(session), std::move(*env), *init, false, claims_fd, owner_only};
 }
 
-Result<StoreInit> init_store(lmdb::Env& env, const Options& options, Session& session) {
+Result<StoreInit> init_store(lmdb::Env& env, const Options& options, Session& session,
+                             bool shared_now) {
   bool write_cap = true;
   for (int attempt = 0; attempt < 4; ++attempt) {
     int code = 0;
@@ -190,7 +201,7 @@ Result<StoreInit> init_store(lmdb::Env& env, const Options& options, Session& se
         "cache " + options.dir.string() + ": another process holds its write lock (stopped?)");
     {
       ProcessLockGuard writer(session.writer(), Clock::now() + options.open_timeout);
-      if (writer.owns()) init = init_store_txn(env, options, write_cap, &code);
+      if (writer.owns()) init = init_store_txn(env, options, write_cap, shared_now, &code);
     }
     if (code == MDB_MAP_RESIZED) {
       // Another process grew the data file past our map; no txn of ours is active.
@@ -212,7 +223,7 @@ Result<StoreInit> init_store(lmdb::Env& env, const Options& options, Session& se
 }
 
 Result<StoreInit> init_store_txn(lmdb::Env& env, const Options& options, bool write_cap,
-                                 int* lmdb_code) {
+                                 bool shared_now, int* lmdb_code) {
   const std::string dir = options.dir.string();
   auto fail = [&](const lmdb::Error& e) {
     *lmdb_code = e.code;
@@ -260,6 +271,17 @@ Result<StoreInit> init_store_txn(lmdb::Env& env, const Options& options, bool wr
   if (write_cap && init.cap != stored_cap) {
     auto put =
         txn->put(init.dbs.meta, lmdb::as_bytes(kCapKey), lmdb::as_bytes(encode_u64(init.cap)));
+    if (!put) return fail(put.error());
+  }
+  auto shared = txn->get(init.dbs.meta, lmdb::as_bytes(kSharedKey));
+  if (!shared) return fail(shared.error());
+  init.was_shared = shared->has_value();
+  if (shared_now && !init.was_shared) {
+    const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+    auto put = txn->put(init.dbs.meta, lmdb::as_bytes(kSharedKey),
+                        lmdb::as_bytes(encode_u64(static_cast<std::uint64_t>(now_ms))));
     if (!put) return fail(put.error());
   }
   if (auto ok = txn->commit(); !ok) return fail(ok.error());

@@ -14,6 +14,8 @@ struct StoreInit {
   Dbs dbs;
   BlockGeometry geometry{1, 1};
   std::uint64_t cap = 0;
+  // The store records that a group shared it once (meta "shared"): see OpenedStore.
+  bool was_shared = false;
 };
 
 // What LmdbBlockCache is made of.
@@ -23,6 +25,10 @@ struct OpenedStore {
   StoreInit init;
   bool read_only = false;  // a lower tier: no write txn, no pending updates, no pins
   int downloads_fd = -1;   // downloads.lock, opened (claims.cpp), or -1: no claims
+  // Nobody but this user (and root) can have written what the store holds: opened private
+  // (no group), its data file was this user's with mode 0600 (or new), and it never recorded
+  // being shared with a group (BlockCache::owner_only).
+  bool owner_only = false;
 };
 
 // Opens (creating if needed) the store in options.dir, as BlockCache::open documents.

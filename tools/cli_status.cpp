@@ -163,6 +163,12 @@ void print_status(const std::string& mountpoint, const nlohmann::json& j) {
         static_cast<ull>(num(c, "misses")), static_cast<ull>(num(c, "evictions")),
         static_cast<ull>(num(c, "corrupt_blocks")));
   }
+  if (j.contains("cache_trust") && j["cache_trust"].is_object()) {
+    std::printf("trust      %s; %s\n", j["cache_trust"].value("why", "?").c_str(),
+                plural(num(j.value("fetch", nlohmann::json::object()), "rechecks"),
+                       "content hashed again here", "contents hashed again here")
+                    .c_str());
+  }
   const auto problems = j.value("recent_problems", nlohmann::json::array());
   if (!problems.empty()) {
     std::printf("last warnings and errors (the latest last):\n");

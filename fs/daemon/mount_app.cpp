@@ -104,12 +104,18 @@ class MountApp {
     at_mount_ = std::move(*at);
 
     // A listing decides which bytes are right: one that another user could have written (a
-    // group-shared or read-only cache) is re-listed from the Hub (issue 21).
-    const bool own_listings = o_.cache_trusted || (o_.cache_group.empty() &&
-                                                   o_.cache_upper.empty() && !cache_->read_only());
+    // group-shared or read-only cache, a tier, one that was shared once) is re-listed from the
+    // Hub (issue 21), and a content it records as verified is hashed again by this process
+    // before it is served. A cache only this user can have written is taken at its word: the
+    // re-hash would protect nothing this user could not change anyway (issue 28).
+    const CacheTrust trust = cache_trust(o_, *cache_);
+    spdlog::info("cache {}: trust {}", o_.cache_upper.empty() ? o_.cache_dir : o_.cache_upper,
+                 trust.why);
+    const bool own_listings = trust.trusted;
     listings_ = std::make_unique<CachedListingSource>(*hub_, *cache_, endpoint, key_.repo, 60s, 100,
                                                       own_listings);
     auto rc = reader_config(o_);
+    rc.fetcher.trust_cache = own_listings;
     rc.fetcher.peek_verified_only = !own_listings;  // a wheel's METADATA: not a co-tenant's
     reader_ = std::make_unique<reader::Reader>(*cache_, *hub_, rc);
     target::CallerTargetsConfig tc;

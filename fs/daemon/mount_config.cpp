@@ -115,4 +115,29 @@ Expected<std::unique_ptr<cache::BlockCache>, std::string> open_mount_cache(const
       std::make_unique<cache::TieredCache>(std::move(cache).value(), std::move(upper).value()));
 }
 
+CacheTrust cache_trust(const MountOptions& o, const cache::BlockCache& cache) {
+  if (o.cache_trusted) {
+    return {true,
+            "cache_trusted: what any process sharing the cache recorded as verified is served as "
+            "it is"};
+  }
+  if (cache.owner_only()) {
+    return {true,
+            "private: only this user can have written the cache, so what it records as verified "
+            "is served without hashing it again"};
+  }
+  std::string whose;
+  if (!o.cache_upper.empty()) {
+    whose = "a read-only cache under cache_upper";
+  } else if (cache.read_only()) {
+    whose = "a read-only cache (or none it may write)";
+  } else if (!o.cache_group.empty()) {
+    whose = "a cache shared with group " + o.cache_group;
+  } else {
+    whose = "a cache that was shared with a group (or writable by others) before";
+  }
+  return {false, "per process: " + whose +
+                     ", so each content is hashed by this process before its first read"};
+}
+
 }  // namespace whfs

@@ -7,6 +7,7 @@
 
 #include "fs/common/log.h"
 #include "fs/common/version.h"
+#include "fs/daemon/mount_config.h"
 #include "fs/daemon/stats_json.h"
 
 namespace whfs {
@@ -25,6 +26,8 @@ std::string status_json(const StatusParts& p, const StatusFacts& f) {
   // For `wheelhouse cache --mount`: the writable tier's folder, and its group.
   j["cache_dir"] = o.cache_upper.empty() ? o.cache_dir : o.cache_upper;
   j["cache_group"] = o.cache_group;
+  const CacheTrust trust = cache_trust(o, p.cache);
+  j["cache_trust"] = {{"trusted", trust.trusted}, {"why", trust.why}};
   j["mounted_at"] = f.mounted_at;
   j["now"] = std::time(nullptr);
   j["commit_time"] = p.names.mtime();

@@ -18,6 +18,21 @@ from mounttest import REPO, MountedTestCase, sha256_file, wait_for
 HELPER = os.path.join(mounttest.BUILD_DIR, "tests", "unit", "cache", "cache_test_helper")
 
 
+# A group for caches shared deliberately (cache_group=); made once, kept.
+SHARE_GROUP = "whfs-share-test"
+
+
+def share_group(test):
+    """The group's name, made if missing (root only; the test is skipped otherwise)."""
+    if subprocess.run(["getent", "group", SHARE_GROUP], capture_output=True).returncode != 0:
+        if os.geteuid() != 0:
+            test.skipTest(f"needs the group {SHARE_GROUP} (groupadd needs root)")
+        # (another test program may be making it at the same moment)
+        subprocess.run(["groupadd", "--system", SHARE_GROUP], capture_output=True)
+        subprocess.run(["getent", "group", SHARE_GROUP], capture_output=True, check=True)
+    return SHARE_GROUP
+
+
 def mode(path):
     return stat.S_IMODE(os.stat(path).st_mode)
 
@@ -155,19 +170,60 @@ class SharedTrust(Wheels, MountedTestCase):
     profile = "small"
 
     def test_a_block_planted_with_the_verified_flag_is_not_served(self):
+        # A cache shared with a group: each member's daemon hashes a content once itself.
         cache = os.path.join(self.scratch("planted"), "cache")
+        group = ["cache_group=" + share_group(self)]
         victim = self.wheels(1)[0]
         meta = self.manifest["files"][victim]
-        m = self.mount(cache_dir=cache)
+        m = self.mount(cache_dir=cache, options=group)
         self.assertEqual(sha256_file(m.path(victim)), meta["sha256"])
         m.unmount()
         # Someone who can write the cache replaces block 5 (with a valid block checksum),
         # leaving the record that says the file matched its hash.
         subprocess.run([HELPER, "plant", cache, meta["sha256"], str(meta["size"]), "5"],
                        check=True)
-        m2 = self.mount(name="m2", cache_dir=cache)
+        m2 = self.mount(name="m2", cache_dir=cache, options=group)
+        self.assertFalse(m2.status()["cache_trust"]["trusted"])
         self.assertEqual(sha256_file(m2.path(victim)), meta["sha256"])
         self.assertGreaterEqual(m2.status()["fetch"]["corrupt"], 1)
+
+    def test_a_private_cache_is_served_as_recorded_and_a_once_shared_one_is_not(self):
+        cache = os.path.join(self.scratch("private"), "cache")
+        victim = self.wheels(1)[0]
+        meta = self.manifest["files"][victim]
+        m = self.mount(cache_dir=cache)
+        self.assertEqual(sha256_file(m.path(victim)), meta["sha256"])
+        m.unmount()
+        # Only its owner can write it: a remount serves it without hashing it again.
+        m2 = self.mount(name="m2", cache_dir=cache)
+        trust = m2.status()["cache_trust"]
+        self.assertTrue(trust["trusted"], trust)
+        self.assertIn("private", trust["why"])
+        self.hub.clear_log()
+        self.assertEqual(sha256_file(m2.path(victim)), meta["sha256"])
+        self.assertEqual(m2.status()["fetch"]["rechecks"], 0)
+        self.assertFalse([e for e in self.hub.log() if e["server"] == "cdn"])
+        m2.unmount()
+        # Shared with a group once (a member could have planted blocks then), private again
+        # now: it stays per-process verified, and the plant is not served.
+        m3 = self.mount(name="m3", cache_dir=cache, options=["cache_group=" + share_group(self)])
+        m3.unmount()
+        subprocess.run([HELPER, "plant", cache, meta["sha256"], str(meta["size"]), "5"],
+                       check=True)
+        os.chmod(cache, 0o700)  # private again, by its owner's hand
+        m4 = self.mount(name="m4", cache_dir=cache)
+        self.assertEqual(mode(cache), 0o700)
+        self.assertFalse(m4.status()["cache_trust"]["trusted"])
+        self.assertIn("shared with a group", m4.status()["cache_trust"]["why"])
+        self.assertEqual(sha256_file(m4.path(victim)), meta["sha256"])
+        self.assertGreaterEqual(m4.status()["fetch"]["corrupt"], 1)
+        # A data file others could write (an older version's mode, a umask) counts as shared.
+        other = os.path.join(self.scratch("loose"), "cache")
+        self.mount(name="m5", cache_dir=other).unmount()
+        os.chmod(os.path.join(other, "data.mdb"), 0o660)
+        m6 = self.mount(name="m6", cache_dir=other)
+        self.assertFalse(m6.status()["cache_trust"]["trusted"])
+        self.assertEqual(mode(os.path.join(other, "data.mdb")), 0o600)
 
     def test_thirty_two_daemons_share_one_cache(self):
         cache = os.path.join(self.scratch("x32"), "cache")

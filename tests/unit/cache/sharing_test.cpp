@@ -99,6 +99,32 @@ TEST_F(SharingTest, AnExistingCacheOfOursIsMadePrivate) {
   EXPECT_EQ(mode_of(dir_ / "lock.mdb"), 0600u);
 }
 
+// Only its owner can have written a private cache: its records may be taken at their word
+// (BlockCache::owner_only). Once shared with a group, or found writable by others, it never is
+// again, even when private once more: what a member wrote then is still in it.
+TEST_F(SharingTest, OnlyACacheThatWasAlwaysPrivateIsOwnerOnly) {
+  EXPECT_TRUE(testing::open_or_die(testing::test_options(dir_))->owner_only());
+  EXPECT_TRUE(testing::open_or_die(testing::test_options(dir_))->owner_only());  // reopened
+  auto shared = testing::test_options(dir_);
+  shared.access.group = ::getegid();  // a group this process is in
+  EXPECT_FALSE(testing::open_or_die(shared)->owner_only());
+  ::chmod(dir_.c_str(), 0700);  // private again, by its owner's hand
+  auto again = testing::open_or_die(testing::test_options(dir_));
+  EXPECT_EQ(mode_of(dir_), 0700u);
+  EXPECT_EQ(mode_of(dir_ / "data.mdb"), 0600u);
+  EXPECT_FALSE(again->owner_only());
+
+  const fs::path loose = root_ / "loose";
+  { EXPECT_TRUE(testing::open_or_die(testing::test_options(loose))->owner_only()); }
+  ::chmod((loose / "data.mdb").c_str(), 0640);  // an older version's mode, a umask
+  EXPECT_FALSE(testing::open_or_die(testing::test_options(loose))->owner_only());
+  EXPECT_FALSE(testing::open_or_die(testing::test_options(loose))->owner_only());
+
+  auto ro = testing::test_options(dir_);
+  ro.read_only = true;
+  EXPECT_FALSE(testing::open_or_die(ro)->owner_only());
+}
+
 TEST_F(SharingTest, ADirectoryOthersCouldWriteOrOwnIsRefused) {
   fs::create_directories(dir_);
   for (const mode_t m : {0777, 0770, 0702}) {
