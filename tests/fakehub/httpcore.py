@@ -337,10 +337,13 @@ class Handler(BaseHTTPRequestHandler):
                 time.sleep(ahead)
 
     def send_json(self, status, obj, headers=None):
-        data = json.dumps(obj, separators=(",", ":")).encode()
+        self.send_json_text(status, json.dumps(obj, separators=(",", ":")), headers)
+
+    def send_json_text(self, status, text, headers=None):
+        """A body already encoded as JSON."""
         h = {"Content-Type": "application/json; charset=utf-8"}
         h.update(headers or {})
-        self.send(status, h, Body(data))
+        self.send(status, h, Body(text.encode()))
 
     def send_error_json(self, status, message, code=None, headers=None):
         h = {"X-Error-Message": message}

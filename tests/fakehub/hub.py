@@ -227,12 +227,7 @@ class HubHandler(Handler):
                                         {"X-Repo-Commit": commit.sha})
         recursive = qbool(self.q("recursive"))
         expand = qbool(self.q("expand"))
-        if recursive:
-            dirs, files = commit.subtree(path)
-        else:
-            dirs, files = commit.dirs[path]
-        items = [(d, True) for d in dirs] + [(f, False) for f in files]
-        self.paginate(commit, items, expand)
+        self.paginate(commit, commit.tree_items(path, recursive), expand)
 
     def paginate(self, commit, items, expand):
         st = self.server.state
@@ -266,7 +261,21 @@ class HubHandler(Handler):
             params = [(k, v) for k, v in self.query if k != "cursor"] + [("cursor", token)]
             url = f"{base}{self.path.partition('?')[0]}?{urlencode(params)}"
             headers["Link"] = f'<{url}>; rel="next"'
-        self.send_json(200, [self.entry(commit, p, d, expand) for p, d in page], headers)
+        # Each entry's JSON is made once per commit (a commit never changes): a page of a
+        # 100k-entry recursive listing then costs the join, not 1000 dicts and their encoding
+        # (55 us an entry before, which made the emulator, not the mount, the slow side of a
+        # cold `ls -R`).
+        xet = self.server.state.config["xet_hash"]
+        cache = commit.entry_json
+        parts = []
+        for p, d in page:
+            key = (p, d, expand, xet)
+            text = cache.get(key)
+            if text is None:
+                text = cache[key] = json.dumps(self.entry(commit, p, d, expand),
+                                               separators=(",", ":"))
+            parts.append(text)
+        self.send_json_text(200, "[" + ",".join(parts) + "]", headers)
 
     def paths_info(self, ns, name, rev):
         repo, done = self.lookup_repo(ns, name, content=False)

@@ -118,6 +118,8 @@ class Commit:
         self.dirs = self._index_dirs()
         self._tree_oids = None
         self._subtrees = {}
+        self.entry_json = {}  # (path, is_dir, expand, xet) -> the tree API's JSON of it
+        self._tree_items = {}
 
     def _index_dirs(self):
         """dir path ("" = root) -> (sorted child dir paths, sorted child file paths)."""
@@ -132,6 +134,17 @@ class Commit:
             children.setdefault("/".join(parts[:-1]), (set(), set()))[1].add(p)
         return {d: (sorted(ds, key=str.encode), sorted(fs, key=str.encode))
                 for d, (ds, fs) in children.items()}
+
+    def tree_items(self, path, recursive):
+        """[(path, is_dir)] of the tree API for folder `path`: folders first, then files, each
+        sorted by UTF-8 bytes; memoised (made anew per page, it cost 40 ms a page of a
+        100k-entry recursive listing)."""
+        key = (path, recursive)
+        got = self._tree_items.get(key)
+        if got is None:
+            dirs, files = self.subtree(path) if recursive else self.dirs[path]
+            got = self._tree_items[key] = [(d, True) for d in dirs] + [(f, False) for f in files]
+        return got
 
     def tree_oid(self, d):
         """A stable id of folder d's content (hash of the oids under it, in path order).
