@@ -37,6 +37,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
+constexpr std::size_t kSubtreePages = 250;
+
 class MountApp {
  public:
   MountApp(const MountOptions& o, const StartupHooks& hooks) : o_(o), hooks_(hooks) {}
@@ -112,8 +114,12 @@ class MountApp {
     spdlog::info("cache {}: trust {}", o_.cache_upper.empty() ? o_.cache_dir : o_.cache_upper,
                  trust.why);
     const bool own_listings = trust.trusted;
-    listings_ = std::make_unique<CachedListingSource>(*hub_, *cache_, endpoint, key_.repo, 60s, 100,
-                                                      own_listings);
+    // A folder's whole subtree in one paginated listing of up to 250 pages (250k entries, the
+    // client's limit on what one listing may make it hold): a 100k-entry repository is 113
+    // requests instead of 4000 folder listings one after another (and the first 100 pages,
+    // thrown away before, when the limit was 100).
+    listings_ = std::make_unique<CachedListingSource>(*hub_, *cache_, endpoint, key_.repo, 60s,
+                                                      kSubtreePages, own_listings);
     auto rc = reader_config(o_);
     rc.fetcher.trust_cache = own_listings;
     rc.fetcher.peek_verified_only = !own_listings;  // a wheel's METADATA: not a co-tenant's

@@ -11,6 +11,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 
 #include "fs/fuse/errno_table.h"
 
@@ -159,7 +160,9 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi,
                     bool plus) {
   auto* h = reinterpret_cast<DirHandle*>(fi->fh);
-  std::vector<char> buf(size);
+  // Not value-initialised: the kernel asks for up to 128 KiB per call, and zeroing it cost
+  // more than filling it (a tenth of the daemon's CPU in a cold `ls -R` of 100k entries).
+  const std::unique_ptr<char[]> buf(new char[size]);
   std::vector<fuse_ino_t> counted;  // readdirplus: entries the kernel will hold a reference to
   size_t used = 0;
   const auto total = static_cast<off_t>(h->entries.size()) + 2;
@@ -177,11 +180,11 @@ void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse
     size_t need = 0;
     if (plus) {
       fuse_entry_param e = entry_of(req, a);
-      need = fuse_add_direntry_plus(req, buf.data() + used, size - used, name.c_str(), &e, i + 1);
+      need = fuse_add_direntry_plus(req, buf.get() + used, size - used, name.c_str(), &e, i + 1);
     } else {
       struct stat st;
       fill_stat(a, &st);
-      need = fuse_add_direntry(req, buf.data() + used, size - used, name.c_str(), &st, i + 1);
+      need = fuse_add_direntry(req, buf.get() + used, size - used, name.c_str(), &st, i + 1);
     }
     if (need > size - used) break;
     used += need;
@@ -191,7 +194,7 @@ void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse
       counted.push_back(a.ino);
     }
   }
-  if (fuse_reply_buf(req, buf.data(), used) != 0) {
+  if (fuse_reply_buf(req, buf.get(), used) != 0) {
     for (fuse_ino_t i : counted) fs_of(req).forget(i, 1);  // interrupted: never seen
   }
 }
