@@ -152,29 +152,37 @@ class CurlHubClient final : public HubClient {
   Expected<void, HubError> read_range(const FileRef& file, std::uint64_t offset,
                                       std::span<std::byte> out, Deadline deadline,
                                       const CancelFlag* abandon, const FillFn* on_fill) override {
-    if (out.empty()) return {};
-    if (offset + out.size() > file.size) {
+    std::size_t filled = 0;
+    auto copy = [&](std::span<const std::byte> bytes) {
+      std::copy(bytes.begin(), bytes.end(), out.begin() + static_cast<std::ptrdiff_t>(filled));
+      filled += bytes.size();
+      if (on_fill != nullptr) (*on_fill)(filled);
+    };
+    return stream_range(file, offset, out.size(), deadline, abandon, copy);
+  }
+
+  Expected<void, HubError> stream_range(const FileRef& file, std::uint64_t offset,
+                                        std::uint64_t length, Deadline deadline,
+                                        const CancelFlag* abandon, ChunkFn consume) override {
+    if (length == 0) return {};
+    if (offset + length > file.size) {
       return unexpected(
           make_error(HubErrorKind::kBadResponse, "read past the end of " + file.path));
     }
     const std::string resolve_url =
         file_base_ + "/resolve/" + file.commit + "/" + encode_path(file.path);
     const std::string key = file.commit + '\0' + file.path;
-    std::size_t got = 0;
+    std::uint64_t got = 0;
     bool refreshed = false;
     auto attempt = [&]() -> Out {
-      const std::size_t before = got;
+      const std::uint64_t before = got;
       std::optional<RangeSink> sink;  // fresh per response
       auto prepare = [&](HttpRequest& req, BodySink& body) {
         req.headers = {"Accept-Encoding: identity", "Range: bytes=" + std::to_string(offset + got) +
-                                                        "-" +
-                                                        std::to_string(offset + out.size() - 1)};
-        sink.emplace(out, &got, offset + got, file.size);
-        body = [&sink, &got, on_fill](const HttpResponse& h, std::span<const std::byte> d) {
-          const std::size_t had = got;
-          const bool more = (*sink)(h, d);
-          if (on_fill != nullptr && got > had) (*on_fill)(got);
-          return more;
+                                                        "-" + std::to_string(offset + length - 1)};
+        sink.emplace(consume, length, &got, offset + got, file.size);
+        body = [&sink](const HttpResponse& h, std::span<const std::byte> d) {
+          return (*sink)(h, d);
         };
       };
       auto answer = [&](const std::string& url, const HttpResponse& resp) -> NextStep {
@@ -192,12 +200,12 @@ class CurlHubClient final : public HubClient {
               make_error(HubErrorKind::kCorrupt, file.path + ": " + sink->mismatch(), status));
         }
         if (url != resolve_url) remember_url(key, url);
-        if (got == out.size()) return done<HubError>();
+        if (got == length) return done<HubError>();
         // A short but well-formed answer: ask for the rest at once if it made progress.
         if (got > before) return progress<HubError>();
         return retry(make_error(HubErrorKind::kCorrupt,
                                 file.path + ": body ended after " + std::to_string(got) + " of " +
-                                    std::to_string(out.size()) + " bytes",
+                                    std::to_string(length) + " bytes",
                                 status));
       };
       return exchange(cached_url(key).value_or(resolve_url), deadline, abandon, file.path, prepare,

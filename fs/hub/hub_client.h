@@ -89,6 +89,18 @@ class HubClient {
     return read_range(file, offset, out, deadline, nullptr, nullptr);
   }
 
+  // Receives the bytes of stream_range in order, as they arrive; valid only during the call.
+  using ChunkFn = FunctionRef<void(std::span<const std::byte> bytes)>;
+  // The file's bytes [offset, offset + length) handed to `consume` in order, each byte once
+  // (across retries too: a retry asks for the rest), with no buffer of the whole range: the
+  // caller keeps what it needs (a download stores whole blocks from a buffer of its own that
+  // stays in the CPU's cache). Errors as read_range's; the bytes handed over before an error
+  // are a well-formed front, still to be verified. This default reads the range with
+  // read_range into a buffer of its size (test doubles); CurlHubClient streams.
+  virtual Expected<void, HubError> stream_range(const FileRef& file, std::uint64_t offset,
+                                                std::uint64_t length, Deadline deadline,
+                                                const CancelFlag* abandon, ChunkFn consume);
+
   virtual const HubStats& stats() const = 0;
 
   // Makes calls in flight fail with kCancelled promptly (shutdown).

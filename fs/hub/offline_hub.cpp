@@ -30,4 +30,9 @@ Expected<void, HubError> OfflineHub::read_range(const FileRef& file, std::uint64
   return unexpected(offline_error(file.path));
 }
 
+Expected<void, HubError> OfflineHub::stream_range(const FileRef& file, std::uint64_t, std::uint64_t,
+                                                  Deadline, const CancelFlag*, ChunkFn) {
+  return unexpected(offline_error(file.path));
+}
+
 }  // namespace whfs::hub

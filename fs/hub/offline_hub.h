@@ -18,6 +18,9 @@ class OfflineHub final : public HubClient {
   Expected<void, HubError> read_range(const FileRef& file, std::uint64_t offset,
                                       std::span<std::byte> out, Deadline deadline,
                                       const CancelFlag* abandon, const FillFn* on_fill) override;
+  Expected<void, HubError> stream_range(const FileRef& file, std::uint64_t offset,
+                                        std::uint64_t length, Deadline deadline,
+                                        const CancelFlag* abandon, ChunkFn consume) override;
   const HubStats& stats() const override { return stats_; }
   void cancel() override {}
   bool offline() const override { return true; }

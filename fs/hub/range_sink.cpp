@@ -46,10 +46,10 @@ bool RangeSink::operator()(const HttpResponse& head, std::span<const std::byte> 
     skip_ -= n;
     data = data.subspan(n);
   }
-  const std::size_t n = std::min(data.size(), out_.size() - *got_);
-  std::copy_n(data.begin(), n, out_.begin() + static_cast<std::ptrdiff_t>(*got_));
+  const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(data.size(), length_ - *got_));
+  if (n > 0) consume_(data.first(n));
   *got_ += n;
-  if (*got_ < out_.size()) return true;
+  if (*got_ < length_) return true;
   // Full. A 206 that ends here completes normally and keeps its connection for the next
   // request; the rest of a 200 (the whole file) or bytes beyond the range are not wanted.
   return status_ == 206 && n == data.size();

@@ -1,6 +1,6 @@
 #pragma once
-// The body of a ranged GET, checked and copied into the caller's buffer: a 206 must start at the
-// asked offset and name the listed size; a 200 (a server that ignored Range) is the whole file,
+// The body of a ranged GET, checked and handed on in order: a 206 must start at the asked
+// offset and name the listed size; a 200 (a server that ignored Range) is the whole file,
 // skipped to the offset; anything else, or an encoded body, is a mismatch. Fresh per response:
 // its first bytes decide whether the body is usable. Content-Range parsing is pure and fuzzed
 // (tests/fuzz/hub_parse_fuzz.cpp).
@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "fs/common/function_ref.h"
 #include "fs/hub/http.h"
 
 namespace whfs::hub {
@@ -28,10 +29,12 @@ std::optional<ContentRange> parse_content_range(std::string_view value);
 
 class RangeSink {
  public:
-  // Fills out[*got...] with the bytes of file offset `start` on; `file_size` is as listed.
-  RangeSink(std::span<std::byte> out, std::size_t* got, std::uint64_t start,
+  using Consume = FunctionRef<void(std::span<const std::byte>)>;
+  // Hands the bytes of file offset `start` on to `consume`, at most `length` - *got of them,
+  // and counts them in *got; `file_size` is as listed.
+  RangeSink(Consume consume, std::uint64_t length, std::uint64_t* got, std::uint64_t start,
             std::uint64_t file_size)
-      : out_(out), got_(got), start_(start), file_size_(file_size) {}
+      : consume_(consume), length_(length), got_(got), start_(start), file_size_(file_size) {}
 
   // A BodySink: false ends the transfer (full, or a mismatch).
   bool operator()(const HttpResponse& head, std::span<const std::byte> data);
@@ -42,8 +45,9 @@ class RangeSink {
  private:
   bool check(const HttpResponse& head);
 
-  std::span<std::byte> out_;
-  std::size_t* got_;
+  Consume consume_;
+  std::uint64_t length_;
+  std::uint64_t* got_;
   std::uint64_t start_;
   std::uint64_t file_size_;
   std::uint64_t skip_ = 0;

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cstring>
 #include <optional>
 
 namespace whfs::reader {
@@ -19,80 +21,102 @@ void RangedGets::add_to(FetcherStats& s) const {
   s.errors += errors_.load();
 }
 
+Expected<void, ReadError> RangedGets::counted(const FileContent& c, std::uint64_t offset,
+                                              std::uint64_t length, Deadline deadline,
+                                              const CancelFlag* abandon,
+                                              hub::HubClient::ChunkFn consume) {
+  // Counted as the bytes arrive (every 64 KiB at most once: a lock per libcurl write would
+  // cost more than it tells), for `wheelhouse status` and the metrics.
+  transfers_.open(c.id, c.path, c.size);
+  std::uint64_t arrived = 0, counted = 0;
+  auto count = [&](std::span<const std::byte> bytes) {
+    consume(bytes);
+    arrived += bytes.size();
+    if (arrived >= counted + (64u << 10) || arrived == length) {
+      transfers_.received(c.id, arrived - counted);
+      counted = arrived;
+    }
+  };
+  const auto t0 = Clock::now();
+  auto got = hub_.stream_range(hub::FileRef{c.commit, c.path, c.size}, offset, length, deadline,
+                               abandon, count);
+  latency_.observe(Clock::now() - t0);
+  if (got && counted < length) transfers_.received(c.id, length - counted);
+  transfers_.close(c.id);
+  requests_++;
+  if (got) {
+    bytes_ += length;
+    return {};
+  }
+  errors_++;
+  ReadError e = from_hub(got.error());
+  if (abandon == nullptr || !abandon->cancelled()) {
+    spdlog::error("{}: download of bytes {}-{} failed: {}", c.path, offset, offset + length - 1,
+                  got.error().describe());
+    e.logged = true;
+  }
+  return unexpected(std::move(e));
+}
+
 Expected<void, ReadError> RangedGets::get(const FileContent& c, std::uint64_t offset,
                                           std::span<std::byte> buf, Deadline deadline,
                                           const CancelFlag* abandon,
                                           const hub::HubClient::FillFn* on_fill) {
-  // Counted as the bytes arrive (every 64 KiB at most once: a lock per libcurl write would
-  // cost more than it tells), for `wheelhouse status` and the metrics.
-  transfers_.open(c.id, c.path, c.size);
-  std::size_t counted = 0;
-  auto count_fn = [&](std::size_t filled) {
-    if (filled >= counted + (64u << 10) || (filled == buf.size() && filled > counted)) {
-      transfers_.received(c.id, filled - counted);
-      counted = filled;
-    }
+  std::size_t filled = 0;
+  auto copy = [&](std::span<const std::byte> bytes) {
+    std::copy(bytes.begin(), bytes.end(), buf.begin() + static_cast<std::ptrdiff_t>(filled));
+    filled += bytes.size();
     if (on_fill != nullptr) (*on_fill)(filled);
   };
-  const hub::HubClient::FillFn counting = count_fn;
-  const auto t0 = Clock::now();
-  auto got = hub_.read_range(hub::FileRef{c.commit, c.path, c.size}, offset, buf, deadline, abandon,
-                             &counting);
-  latency_.observe(Clock::now() - t0);
-  if (got && counted < buf.size()) transfers_.received(c.id, buf.size() - counted);
-  transfers_.close(c.id);
-  requests_++;
-  if (got) {
-    bytes_ += buf.size();
-  } else {
-    errors_++;
-  }
-  if (!got) {
-    ReadError e = from_hub(got.error());
-    if (abandon == nullptr || !abandon->cancelled()) {
-      spdlog::error("{}: download of bytes {}-{} failed: {}", c.path, offset,
-                    offset + buf.size() - 1, got.error().describe());
-      e.logged = true;
-    }
-    return unexpected(std::move(e));
-  }
-  return {};
+  return counted(c, offset, buf.size(), deadline, abandon, copy);
 }
 
 Expected<cache::Result<cache::ContentState>, ReadError> RangedGets::get_and_put(
     const FileContent& c, BlockRange r, Deadline deadline, const CancelFlag* abandon) {
   const std::uint64_t bs = store_.block_size();
   const std::uint64_t offset = static_cast<std::uint64_t>(r.first) * bs;
-  const std::uint64_t end = std::min(c.size, static_cast<std::uint64_t>(r.end()) * bs);
-  // Each worker reuses one buffer: a fresh 4 MiB allocation per request costs a zero-fill and
-  // page faults on every download.
-  thread_local std::unique_ptr<std::byte[]> scratch;
-  thread_local std::size_t scratch_size = 0;
-  if (scratch_size < end - offset) {
-    scratch.reset(new std::byte[end - offset]);  // not value-initialised
-    scratch_size = end - offset;
+  const std::uint64_t length = std::min(c.size, static_cast<std::uint64_t>(r.end()) * bs) - offset;
+  // Whole blocks are stored as they arrive, kStreamPutBytes at a time, from a buffer of this
+  // thread's that holds that much and one block more: a buffer of the whole request (4 MiB per
+  // worker) was first touched by each worker's first download (page faults: a tenth of a cold
+  // read's CPU) and its bytes had left the CPU's cache by the time they were stored. Blocks of
+  // a transfer that fails midway stay stored; the retry asks for the rest.
+  const std::size_t cap = static_cast<std::size_t>(((kStreamPutBytes + bs - 1) / bs + 1) * bs);
+  thread_local std::unique_ptr<std::byte[]> staging;
+  thread_local std::size_t staging_size = 0;
+  if (staging_size < cap) {
+    staging.reset(new std::byte[cap]);  // not value-initialised
+    staging_size = cap;
   }
-  const std::span<std::byte> buf(scratch.get(), end - offset);
-  // Whole blocks are stored as they arrive, a few hundred KiB at a time, while they are still
-  // in the CPU's cache: the block checksum, the copy into LMDB's page and (for the front of the
-  // file) the running SHA-256 then read them from there, not from memory (issue 17). Blocks
-  // of a transfer that fails midway stay stored; the retry asks for the rest.
-  std::uint64_t stored = 0;  // bytes of buf put so far (whole blocks)
+  std::byte* const buf = staging.get();
+  std::uint64_t stored = 0;  // bytes of the range put (or dropped after a refusal)
+  std::size_t fill = 0;      // bytes in the buffer: the range's bytes from `stored` on
   std::optional<cache::Result<cache::ContentState>> put;
-  auto store = [&](std::uint64_t upto) {
-    if (put && !*put) return;  // the cache refused: the memory path takes over at the end
-    put = store_.put_blocks(c.id, c.size, r.first + static_cast<std::uint32_t>(stored / bs),
-                            buf.subspan(stored, upto - stored));
-    if (*put) stored = upto;
+  auto store = [&](std::size_t n) {  // whole blocks, or the range's last bytes
+    if (!put || *put) {
+      put = store_.put_blocks(c.id, c.size, r.first + static_cast<std::uint32_t>(stored / bs),
+                              std::span<const std::byte>(buf, n));
+    }  // (after a refusal the rest is dropped: the memory path takes over at the end)
+    stored += n;
+    std::memmove(buf, buf + n, fill - n);
+    fill -= n;
   };
-  auto on_fill_fn = [&](std::size_t filled) {
-    const std::uint64_t whole = filled == buf.size() ? filled : filled / bs * bs;
-    if (whole >= stored + kStreamPutBytes || (whole == buf.size() && whole > stored)) store(whole);
+  auto take = [&](std::span<const std::byte> bytes) {
+    while (!bytes.empty()) {
+      const std::size_t n = std::min(bytes.size(), cap - fill);
+      std::memcpy(buf + fill, bytes.data(), n);
+      fill += n;
+      bytes = bytes.subspan(n);
+      const bool last = stored + fill == length;
+      const std::size_t whole = last ? fill : fill / bs * bs;
+      if (whole >= kStreamPutBytes || (last && whole > 0)) store(whole);
+    }
   };
-  const hub::HubClient::FillFn on_fill = on_fill_fn;
-  const auto got = get(c, offset, buf, deadline, abandon, &on_fill);
-  if (!got) return unexpected(got.error());
-  if (stored < buf.size() && !(put && !*put)) store(buf.size());
+  if (auto got = counted(c, offset, length, deadline, abandon, take); !got) {
+    return unexpected(got.error());
+  }
+  if (fill > 0) store(fill);  // (never: the last bytes are stored as they arrive)
+  if (!put) put = store_.put_blocks(c.id, c.size, r.first, {});  // an empty range: the state
   return std::move(*put);
 }
 

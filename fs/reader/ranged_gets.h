@@ -33,8 +33,10 @@ class RangedGets {
                                 std::span<std::byte> buf, Deadline deadline,
                                 const CancelFlag* abandon,
                                 const hub::HubClient::FillFn* on_fill = nullptr);
-  // The blocks of `r` into this thread's buffer, stored in the cache as they arrive; the
-  // cache's answer to the last put (its refusal: the caller takes the memory path).
+  // The blocks of `r`, stored in the cache as they arrive, kStreamPutBytes at a time from a
+  // small buffer of this thread's (about 0.5 MiB, so it stays in the CPU's cache: the block
+  // checksums, the copies into LMDB's pages and the running hash read it there); the cache's
+  // answer to the last put (its refusal: the caller takes the memory path).
   Expected<cache::Result<cache::ContentState>, ReadError> get_and_put(const FileContent& c,
                                                                       BlockRange r,
                                                                       Deadline deadline,
@@ -46,6 +48,11 @@ class RangedGets {
   const LatencyHistogram& latency() const { return latency_; }
 
  private:
+  // One counted GET of [offset, offset + length), its bytes handed to `consume`.
+  Expected<void, ReadError> counted(const FileContent& c, std::uint64_t offset,
+                                    std::uint64_t length, Deadline deadline,
+                                    const CancelFlag* abandon, hub::HubClient::ChunkFn consume);
+
   cache::BlockStore& store_;
   hub::HubClient& hub_;
   std::atomic<std::uint64_t> requests_{0};

@@ -2,8 +2,8 @@
 // is the asked range) and signed CDN URLs (when a cached redirect stops working). Invariants:
 //   - an accepted Content-Range has first <= last < total, and its canonical text parses back
 //     to the same range;
-//   - a RangeSink never writes past its buffer, never reports more bytes than it was given,
-//     and a refused body says why (and took nothing);
+//   - a RangeSink never hands on more than its range, never reports more bytes than it was
+//     given or other than it handed on, and a refused body says why (and took nothing);
 //   - reading an expiry out of any URL is defined (UBSan: no overflow).
 #include <cstddef>
 #include <cstdint>
@@ -37,15 +37,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   head.headers[head.status == 206 ? "content-range" : "content-length"] =
       std::string(in.substr(0, cut));
   const auto body = cut == std::string_view::npos ? std::string_view{} : in.substr(cut + 1);
-  std::vector<std::byte> out(size % 64);
-  std::size_t got = 0;
+  const std::uint64_t length = size % 64;
+  std::uint64_t got = 0, handed = 0;
+  auto take = [&](std::span<const std::byte> b) { handed += b.size(); };
   const std::uint64_t start = size % 7;
-  RangeSink sink(out, &got, start, 100);
+  RangeSink sink(take, length, &got, start, 100);
   const auto bytes = std::as_bytes(std::span(body.data(), body.size()));
   // In two pieces, as a transfer delivers it.
   const bool more = sink(head, bytes.first(bytes.size() / 2));
   if (more) (void)sink(head, bytes.subspan(bytes.size() / 2));
-  if (got > out.size() || got > body.size()) std::abort();
+  if (got > length || got > body.size() || handed != got) std::abort();
   if (!sink.mismatch().empty() && got != 0) std::abort();
 
   (void)signed_url_expiry(in);

@@ -67,6 +67,28 @@ TEST_F(HubClientTest, ResetAndTruncatedBodiesAreResumedNeverReturnedShort) {
       << r.error().describe();
 }
 
+TEST_F(HubClientTest, AStreamedRangeHandsOnEachByteOnceInOrderAcrossResumes) {
+  auto c = make_hub_client(config());
+  hub_->fault({{"kind", "reset"}, {"server", "cdn"}, {"after_bytes", 70000}, {"count", 1}});
+  hub_->fault({{"kind", "truncate"}, {"server", "cdn"}, {"after_bytes", 30000}, {"count", 1}});
+  const FileRef wheel = file(big());
+  const std::uint64_t offset = 12345, length = wheel.size - offset - 1000;
+  std::string got;  // no buffer of the range is given: the bytes come as they arrive
+  std::size_t pieces = 0;
+  auto take = [&](std::span<const std::byte> bytes) {
+    got.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    ++pieces;
+  };
+  ASSERT_TRUE(c->stream_range(wheel, offset, length, in(60s), nullptr, take));
+  EXPECT_EQ(got, source(big()).substr(offset, length));  // once each, in order, resumed
+  EXPECT_GT(pieces, 1u);
+  // Past the end of the file: refused before any request.
+  got.clear();
+  auto past = c->stream_range(wheel, wheel.size - 5, 10, in(5s), nullptr, take);
+  ASSERT_FALSE(past);
+  EXPECT_TRUE(got.empty());
+}
+
 TEST_F(HubClientTest, AnIgnoredRangeIsHandled) {
   auto c = make_hub_client(config());
   hub_->fault({{"kind", "ignore_range"}, {"server", "cdn"}, {"count", 2}});

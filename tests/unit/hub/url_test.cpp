@@ -96,43 +96,59 @@ TEST(ContentRangeTest, ParsesTheFormsAServerSends) {
 }
 
 TEST(RangeSinkTest, Takes206AtTheOffsetAndSkipsA200ToIt) {
-  std::vector<std::byte> out(4);
-  std::size_t got = 0;
+  std::vector<std::byte> out;  // what the sink hands on
+  auto take = [&](std::span<const std::byte> b) { out.insert(out.end(), b.begin(), b.end()); };
+  std::uint64_t got = 0;
   HttpResponse head;
   head.status = 206;
   head.headers["content-range"] = "bytes 10-13/100";
   const std::vector<std::byte> body{std::byte{1}, std::byte{2}, std::byte{3}, std::byte{4}};
-  RangeSink sink(out, &got, 10, 100);
+  RangeSink sink(take, 4, &got, 10, 100);
   EXPECT_TRUE(sink(head, body));
   EXPECT_EQ(got, 4u);
   EXPECT_EQ(out, body);
   EXPECT_TRUE(sink.mismatch().empty());
 
-  // A 200 is the whole file: the sink skips to its offset and stops when full.
+  // A 200 is the whole file: the sink skips to its offset and stops when it has the range.
   std::vector<std::byte> whole(100);
   for (std::size_t i = 0; i < whole.size(); ++i) whole[i] = static_cast<std::byte>(i);
   got = 0;
+  out.clear();
   HttpResponse ok;
   ok.status = 200;
   ok.headers["content-length"] = "100";
-  RangeSink skip(out, &got, 10, 100);
+  RangeSink skip(take, 4, &got, 10, 100);
   EXPECT_FALSE(skip(ok, whole));  // full: the rest is not wanted
   EXPECT_EQ(got, 4u);
+  ASSERT_EQ(out.size(), 4u);
   EXPECT_EQ(out[0], std::byte{10});
+  EXPECT_EQ(out[3], std::byte{13});
   EXPECT_TRUE(skip.mismatch().empty());
+
+  // In pieces, as a transfer delivers them: each byte handed on once, in order, none past
+  // the range.
+  got = 0;
+  out.clear();
+  RangeSink pieces(take, 3, &got, 10, 100);
+  EXPECT_TRUE(pieces(head, std::span(body).first(2)));
+  EXPECT_TRUE(pieces(head, std::span(body).subspan(2, 0)));
+  EXPECT_FALSE(pieces(head, std::span(body).subspan(2)));  // a byte past the range: stop
+  EXPECT_EQ(got, 3u);
+  EXPECT_EQ(out, std::vector<std::byte>(body.begin(), body.begin() + 3));
 }
 
 TEST(RangeSinkTest, RefusesWhatIsNotTheAskedRange) {
-  std::vector<std::byte> out(4);
   const std::vector<std::byte> body(4);
   auto refused = [&](int status, std::map<std::string, std::string> headers) {
-    std::size_t got = 0;
+    std::uint64_t got = 0;
+    std::size_t handed = 0;
+    auto take = [&](std::span<const std::byte> b) { handed += b.size(); };
     HttpResponse head;
     head.status = status;
     head.headers = std::move(headers);
-    RangeSink sink(out, &got, 10, 100);
+    RangeSink sink(take, 4, &got, 10, 100);
     const bool more = sink(head, body);
-    return !more && got == 0 && !sink.mismatch().empty();
+    return !more && got == 0 && handed == 0 && !sink.mismatch().empty();
   };
   EXPECT_TRUE(refused(206, {{"content-range", "bytes 0-3/100"}}));    // wrong offset
   EXPECT_TRUE(refused(206, {{"content-range", "bytes 10-13/200"}}));  // another size
