@@ -43,7 +43,10 @@ class BlockStore {
   //  kPresence: which blocks are stored, from the keys alone: `fn` is not called, checksums
   //    are not checked, and neither the hit/miss counters nor recency change (a downloader
   //    asking what is left to fetch is not a reader).
-  enum class ReadMode { kVerified, kPartial, kPresence };
+  //  kHashedHere: kVerified without the block checksums, for a content whose whole hash the
+  //    caller computed moments ago over these same stored bytes (the checksums would check
+  //    bytes just hashed; they were a twelfth of a cold read's CPU).
+  enum class ReadMode { kVerified, kPartial, kPresence, kHashedHere };
 
   // Calls `fn` for each present, checksum-valid block of [first, first + count) in order, in
   // one read transaction, and returns the indices it did not call `fn` for. Never waits for

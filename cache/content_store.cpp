@@ -100,9 +100,9 @@ Result<std::vector<std::uint32_t>> ContentStore::read_blocks(
         if (!rec) return Unexpected<lmdb::Error>{rec.error()};
         const bool verified = *rec && (*rec)->size == content_size &&
                               ((*rec)->verified || hashes_.verified_here_read_only(id));
-        const bool hide = mode == BlockStore::ReadMode::kVerified
-                              ? !verified
-                              : *rec && (*rec)->complete() && !verified;
+        const bool hide = mode == BlockStore::ReadMode::kPartial
+                              ? *rec && (*rec)->complete() && !verified
+                              : !verified;
         if (hide) {
           unverified = true;
           for (std::uint32_t b = first; b < end; ++b) missing.push_back(b);
@@ -122,7 +122,9 @@ Result<std::vector<std::uint32_t>> ContentStore::read_blocks(
           e = rd.cursor.next();
           continue;
         }
-        const auto payload = checked_payload((*e)->key, (*e)->value);
+        const auto payload = mode == BlockStore::ReadMode::kHashedHere
+                                 ? unchecked_payload((*e)->value)
+                                 : checked_payload((*e)->key, (*e)->value);
         if (!payload) {
           bad.push_back(next);
           missing.push_back(next);

@@ -17,7 +17,10 @@ Verdict ServingGate::verdict(const cache::ContentId& id) const {
     return {Verdict::Kind::kFromCache, cache::BlockStore::ReadMode::kPartial};
   }
   if (trust_cache_ || trusted_locked(id)) {
-    return {Verdict::Kind::kFromCache, cache::BlockStore::ReadMode::kVerified};
+    const auto h = hashed_at_.find(id);
+    const bool fresh = h != hashed_at_.end() && Clock::now() < h->second + kFreshHash;
+    return {Verdict::Kind::kFromCache, fresh ? cache::BlockStore::ReadMode::kHashedHere
+                                             : cache::BlockStore::ReadMode::kVerified};
   }
   return {Verdict::Kind::kFetchFirst, cache::BlockStore::ReadMode::kVerified};
 }
@@ -79,6 +82,7 @@ void ServingGate::quarantine(const cache::ContentId& id) {
 void ServingGate::suspect(const cache::ContentId& id) {
   std::unique_lock lock(mu_);
   suspect_.insert(id);
+  hashed_at_.erase(id);
 }
 
 void ServingGate::trust(const cache::ContentId& id) {
@@ -87,9 +91,20 @@ void ServingGate::trust(const cache::ContentId& id) {
   suspect_.erase(id);
 }
 
+void ServingGate::hashed_here(const cache::ContentId& id) {
+  std::unique_lock lock(mu_);
+  const auto now = Clock::now();
+  if (hashed_at_.size() >= 1024) {
+    std::erase_if(hashed_at_, [&](const auto& kv) { return now >= kv.second + kFreshHash; });
+    if (hashed_at_.size() >= 1024) hashed_at_.clear();
+  }
+  hashed_at_[id] = now;
+}
+
 void ServingGate::distrust(const cache::ContentId& id) {
   std::unique_lock lock(mu_);
   trusted_.erase(id);
+  hashed_at_.erase(id);
 }
 
 }  // namespace whfs::reader

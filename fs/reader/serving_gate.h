@@ -51,6 +51,11 @@ class ServingGate {
   void suspect(const cache::ContentId& id);
   // This process saw it match its hash (and it is no longer suspect).
   void trust(const cache::ContentId& id);
+  // ... by hashing its stored blocks just now: for kFreshHash from now its reads skip the
+  // block checksums (ReadMode::kHashedHere). Later reads (the kernel's page cache answers the
+  // ones right after) check them again: a block damaged at rest since is caught.
+  void hashed_here(const cache::ContentId& id);
+  static constexpr std::chrono::seconds kFreshHash{30};
   // Its blocks are changing: what this process verified before no longer holds.
   void distrust(const cache::ContentId& id);
 
@@ -68,6 +73,7 @@ class ServingGate {
   // Shared for the verdicts every read asks for; exclusive to change a set. A leaf lock.
   mutable std::shared_mutex mu_;
   std::unordered_set<cache::ContentId> trusted_;
+  std::unordered_map<cache::ContentId, Clock::time_point> hashed_at_;  // hashed_here(), bounded
   std::unordered_set<cache::ContentId> suspect_;
   std::unordered_map<cache::ContentId, Clock::time_point> quarantine_;
   struct Failure {

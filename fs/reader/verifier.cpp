@@ -101,11 +101,18 @@ Expected<void, ReadError> Verifier::verify_cached_once(const FileContent& c, Ref
       [&]() -> Expected<Outcome, ReadError> {
         // Unless the cache is trusted, hash it here even when another process recorded it as
         // verified: one process's mistake or malice must not become every process's bytes.
+        // (A trusted cache's record is taken as it is: then nothing was hashed here.)
+        bool recorded = false;
+        if (trust_cache_) {
+          auto before = store_.content_state(c.id);
+          recorded = before && *before && (*before)->verified;
+        }
         auto v = trust_cache_ ? store_.verify_content(c.id, c.size)
                               : store_.recheck_content(c.id, c.size);
         if (v) {
           if (v->verified) {
             gate_.trust(c.id);
+            if (!recorded) gate_.hashed_here(c.id);
             rechecks_++;
           }
           return Outcome::kMatch;  // (or blocks went missing while hashing: the caller looks

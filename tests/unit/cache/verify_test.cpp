@@ -62,9 +62,13 @@ TEST_F(VerifyTest, PartialReadsHideACompleteUnverifiedContentAndVerifiedReadsAll
   ASSERT_TRUE(stored);
   EXPECT_TRUE(stored->empty());
   EXPECT_EQ(served, 0);  // presence never hands out bytes
-  // Verified: servable in both modes.
+  auto unhashed =
+      cache_->read_blocks(id, bytes.size(), 0, 4, count, BlockStore::ReadMode::kHashedHere);
+  ASSERT_TRUE(unhashed);
+  EXPECT_EQ(served, 0);  // kHashedHere hides what is not verified, as kVerified does
+  // Verified: servable in every mode.
   ASSERT_TRUE(cache_->verify_content(id, bytes.size()));
-  for (const auto mode : {partial_mode, verified_mode}) {
+  for (const auto mode : {partial_mode, verified_mode, BlockStore::ReadMode::kHashedHere}) {
     served = 0;
     auto shown = cache_->read_blocks(id, bytes.size(), 0, 4, count, mode);
     ASSERT_TRUE(shown);
@@ -165,6 +169,34 @@ TEST_F(VerifyTest, BadBlockFoundWhileHashingIsDroppedNotCorrupt) {
   EXPECT_EQ(*st, (ContentState{2, 3, false}));
   EXPECT_EQ(cache_->stats()->counters.corrupt_blocks, 1u);
   EXPECT_EQ(cache_->stats()->counters.corrupt_contents, 0u);
+}
+
+// kHashedHere is for bytes the caller hashed moments ago: it takes blocks without their checksums
+// (a block damaged since is the caller's to have hashed); kVerified checks each and drops it.
+TEST_F(VerifyTest, HashedHereReadsSkipTheBlockChecksumsAndVerifiedReadsCheckThem) {
+  const auto bytes = make_bytes(3 * cache_->block_size(), 5);
+  const auto id = testing::sha256_of(bytes);
+  testing::put_all(*cache_, id, bytes);
+  ASSERT_TRUE(cache_->verify_content(id, bytes.size()));
+  cache_.reset();
+  testing::edit_raw_block(dir_.path(), id, 1, [](std::string& v) { v.back() ^= 1; });
+  cache_ = testing::open_or_die(testing::test_options(dir_.path()));
+  std::string got;
+  auto append = [&](std::uint32_t, std::span<const std::byte> b) {
+    got.append(reinterpret_cast<const char*>(b.data()), b.size());
+  };
+  auto fast =
+      cache_->read_blocks(id, bytes.size(), 0, 3, append, BlockStore::ReadMode::kHashedHere);
+  ASSERT_TRUE(fast);
+  EXPECT_TRUE(fast->empty());
+  EXPECT_EQ(got.size(), bytes.size());
+  EXPECT_EQ(cache_->stats()->counters.corrupt_blocks, 0u);
+  got.clear();
+  auto checked =
+      cache_->read_blocks(id, bytes.size(), 0, 3, append, BlockStore::ReadMode::kVerified);
+  ASSERT_TRUE(checked);
+  EXPECT_EQ(*checked, std::vector<std::uint32_t>{1});
+  EXPECT_EQ(cache_->stats()->counters.corrupt_blocks, 1u);
 }
 
 }  // namespace

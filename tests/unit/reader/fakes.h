@@ -29,8 +29,9 @@ class MemoryStore : public cache::BlockStore {
     std::lock_guard lock(mu_);
     std::vector<std::uint32_t> missing;
     Content& c = contents_.count(id.to_string()) != 0 ? contents_[id.to_string()] : empty_;
-    const bool hidden = (mode == ReadMode::kPartial && c.complete(size, block_) && !c.verified) ||
-                        (mode == ReadMode::kVerified && !c.verified);
+    const bool hidden =
+        (mode == ReadMode::kPartial && c.complete(size, block_) && !c.verified) ||
+        ((mode == ReadMode::kVerified || mode == ReadMode::kHashedHere) && !c.verified);
     for (std::uint32_t b = first; b < first + count; ++b) {
       auto it = c.blocks.find(b);
       if (it == c.blocks.end() || hidden) {

@@ -60,6 +60,28 @@ TEST_F(PartsTest, GateStopsStreamingASuspectContentUntilItMatches) {
   EXPECT_EQ(v.mode, Mode::kPartial);
 }
 
+TEST_F(PartsTest, GateSkipsBlockChecksumsOnlyForWhatThisProcessHashedJustNow) {
+  ServingGate gate(config(Serving::kVerified));
+  gate.trust(content.id);
+  EXPECT_EQ(gate.verdict(content.id).mode, Mode::kVerified);  // trusted, not hashed here
+  gate.hashed_here(content.id);
+  EXPECT_EQ(gate.verdict(content.id).mode, Mode::kHashedHere);
+  gate.distrust(content.id);  // its blocks change: checksums again, once trusted again
+  gate.trust(content.id);
+  EXPECT_EQ(gate.verdict(content.id).mode, Mode::kVerified);
+  gate.hashed_here(content.id);
+  gate.suspect(content.id);
+  gate.trust(content.id);
+  EXPECT_EQ(gate.verdict(content.id).mode, Mode::kVerified);
+  // A trusted cache's record: served with its checksums unless hashed here.
+  FetcherConfig c = config(Serving::kVerified);
+  c.trust_cache = true;
+  ServingGate trusting(c);
+  EXPECT_EQ(trusting.verdict(content.id).mode, Mode::kVerified);
+  trusting.hashed_here(content.id);
+  EXPECT_EQ(trusting.verdict(content.id).mode, Mode::kHashedHere);
+}
+
 TEST_F(PartsTest, GatePeeksASharedCacheOnlyForVerifiedContents) {
   FetcherConfig c = config();
   c.peek_verified_only = true;
@@ -145,6 +167,17 @@ TEST_F(PartsTest, VerifierAcceptsARefetchThatMatches) {
   EXPECT_FALSE(gate.blocked(content.id, "p"));
 }
 
+TEST_F(PartsTest, VerifierTakesATrustedRecordWithoutCallingItHashedHere) {
+  FetcherConfig c = config();
+  c.trust_cache = true;
+  ServingGate gate(c);
+  Verifier v(store, gate, c);
+  store.plant(content.id, bytes);  // recorded verified (by this user, earlier)
+  ASSERT_TRUE(v.verify_cached(content, [] { return Expected<void, ReadError>{}; }));
+  EXPECT_EQ(store.hashed.load(), 0);
+  EXPECT_EQ(gate.verdict(content.id).mode, Mode::kVerified);  // its checksums are checked
+}
+
 TEST_F(PartsTest, VerifierHashesTheCacheCopyHereAndTrustsIt) {
   ServingGate gate(config());
   Verifier v(store, gate, config());
@@ -156,6 +189,7 @@ TEST_F(PartsTest, VerifierHashesTheCacheCopyHereAndTrustsIt) {
   EXPECT_TRUE(r);
   EXPECT_EQ(store.hashed.load(), 1);  // hashed by this process despite the record
   EXPECT_TRUE(gate.serves_verified(content.id));
+  EXPECT_EQ(gate.verdict(content.id).mode, Mode::kHashedHere);  // just hashed: no checksums
   FetcherStats s;
   v.add_to(s);
   EXPECT_EQ(s.rechecks, 1u);
