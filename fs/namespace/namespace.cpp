@@ -127,11 +127,11 @@ void Namespace::assign_inos(const std::shared_ptr<Node>& n) {
   for (auto& [name, child] : n->children) assign_inos(child);
 }
 
-std::shared_ptr<Node> Namespace::make_child(const RemoteEntry& e, const std::string& commit) {
+std::shared_ptr<Node> Namespace::make_child(RemoteEntry e, const std::string& commit) {
   auto n = std::make_shared<Node>();
   n->kind = e.is_dir() ? NodeKind::kDir : NodeKind::kFile;
   n->name = e.name();
-  n->entry = e;
+  n->entry = std::move(e);
   n->commit = commit;
   assign_ino(n);
   return n;
@@ -185,7 +185,11 @@ Expected<std::map<std::string, std::shared_ptr<Node>>, FsErr> Namespace::list_ch
   }
   auto listing = source_.list(dir->commit, dir->entry.path);
   if (!listing) return unexpected(listing.error());
-  for (const auto& e : *listing) children[e.name()] = make_child(e, dir->commit);
+  for (auto& e : *listing) {
+    auto child = make_child(std::move(e), dir->commit);
+    const std::string& name = child->name;
+    children.insert_or_assign(name, std::move(child));
+  }
   if (dir->ino == kRootIno && synth_ != nullptr) {
     for (auto& n : synth_->root_entries(dir->commit)) {
       if (children.count(n->name) != 0) {

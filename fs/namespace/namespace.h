@@ -170,7 +170,7 @@ class Namespace {
                                        const std::function<bool(const std::string&)>& pick);
   Expected<std::map<std::string, std::shared_ptr<Node>>, FsErr> list_children(
       const std::shared_ptr<Node>& dir);
-  std::shared_ptr<Node> make_child(const RemoteEntry& e, const std::string& commit);
+  std::shared_ptr<Node> make_child(RemoteEntry e, const std::string& commit);
   void assign_ino(const std::shared_ptr<Node>& n);
   void assign_inos(const std::shared_ptr<Node>& n);
   Attr attr_of(const Node& n) const;
