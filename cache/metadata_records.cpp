@@ -56,6 +56,42 @@ Result<void> MetadataRecords::put_listing(std::string_view endpoint, std::string
   });
 }
 
+Result<void> MetadataRecords::put_listings(std::string_view endpoint, std::string_view repo,
+                                           std::string_view commit,
+                                           const std::vector<FolderListing>& listings) {
+  return guarded("cache put_listings", [&]() -> Result<void> {
+    // In write transactions of up to 8 MiB of records: one per folder made the 4000 folders of
+    // a 100k-entry subtree a sixth of the time it took to list them.
+    constexpr std::size_t kTxnBytes = 8u << 20;
+    std::vector<std::pair<MetadataKey, std::string>> batch;
+    std::size_t bytes = 0;
+    auto flush = [&]() -> Result<void> {
+      if (batch.empty()) return {};
+      auto ok = engine_.write(bytes, [&](WriteScope& s) -> lmdb::Res<void> {
+        for (const auto& [key, value] : batch) {
+          auto r =
+              s.txn.put(engine_.dbs().listings, lmdb::as_bytes(key.key), lmdb::as_bytes(value));
+          if (!r) return r;
+        }
+        return {};
+      });
+      batch.clear();
+      bytes = 0;
+      return ok;
+    };
+    for (const auto& l : listings) {
+      MetadataKey key = metadata_key({endpoint, repo, commit, l.folder});
+      std::string value = encode_listing(key, *l.entries);
+      bytes += value.size() + key.key.size();
+      batch.emplace_back(std::move(key), std::move(value));
+      if (bytes >= kTxnBytes) {
+        if (auto r = flush(); !r) return r;
+      }
+    }
+    return flush();
+  });
+}
+
 Result<std::optional<std::vector<RemoteEntry>>> MetadataRecords::get_listing(
     std::string_view endpoint, std::string_view repo, std::string_view commit,
     std::string_view folder) {

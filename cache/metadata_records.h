@@ -22,6 +22,9 @@ class MetadataRecords final : public MetadataStore {
   Result<void> put_listing(std::string_view endpoint, std::string_view repo,
                            std::string_view commit, std::string_view folder,
                            const std::vector<RemoteEntry>& entries) override;
+  Result<void> put_listings(std::string_view endpoint, std::string_view repo,
+                            std::string_view commit,
+                            const std::vector<FolderListing>& listings) override;
   Result<std::optional<std::vector<RemoteEntry>>> get_listing(std::string_view endpoint,
                                                               std::string_view repo,
                                                               std::string_view commit,

@@ -30,6 +30,20 @@ class MetadataStore {
   virtual Result<void> put_listing(std::string_view endpoint, std::string_view repo,
                                    std::string_view commit, std::string_view folder,
                                    const std::vector<RemoteEntry>& entries) = 0;
+  // Many folders of one commit at once (a subtree listing split by folder): one write
+  // transaction where the store has them. This default puts them one by one.
+  struct FolderListing {
+    std::string_view folder;
+    const std::vector<RemoteEntry>* entries = nullptr;
+  };
+  virtual Result<void> put_listings(std::string_view endpoint, std::string_view repo,
+                                    std::string_view commit,
+                                    const std::vector<FolderListing>& listings) {
+    for (const auto& l : listings) {
+      if (auto r = put_listing(endpoint, repo, commit, l.folder, *l.entries); !r) return r;
+    }
+    return {};
+  }
   virtual Result<std::optional<std::vector<RemoteEntry>>> get_listing(std::string_view endpoint,
                                                                       std::string_view repo,
                                                                       std::string_view commit,

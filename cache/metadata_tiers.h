@@ -26,6 +26,11 @@ class MetadataTiers : public BlockCache {
                            const std::vector<RemoteEntry>& entries) final {
     return writable_metadata().put_listing(endpoint, repo, commit, folder, entries);
   }
+  Result<void> put_listings(std::string_view endpoint, std::string_view repo,
+                            std::string_view commit,
+                            const std::vector<FolderListing>& listings) final {
+    return writable_metadata().put_listings(endpoint, repo, commit, listings);
+  }
   Result<std::optional<std::vector<RemoteEntry>>> get_listing(std::string_view endpoint,
                                                               std::string_view repo,
                                                               std::string_view commit,

@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <utility>
+#include <vector>
 
 namespace whfs {
 
@@ -123,9 +124,15 @@ Expected<std::vector<RemoteEntry>, hub::HubError> CachedListingSource::from_hub(
   }
   std::size_t differ = 0;
   std::string first;
+  std::vector<cache::MetadataStore::FolderListing> all_folders;
+  all_folders.reserve(by_folder.size());
   for (const auto& [f, entries] : by_folder) {
     if (!trust_cached_ && differs(commit, f, entries) && differ++ == 0) first = f;
-    keep(commit, f, entries);
+    all_folders.push_back({f, &entries});
+  }
+  if (auto r = store_.put_listings(endpoint_, repo_, commit, all_folders);
+      !r && r.error().kind != cache::CacheError::Kind::kReadOnly) {
+    spdlog::warn("cannot store the listings of \"{}\" in the cache: {}", folder, r.error().message);
   }
   if (differ != 0) report_changed(first, differ, commit);
   auto mine = std::move(by_folder[folder]);
