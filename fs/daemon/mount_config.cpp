@@ -19,7 +19,8 @@ hub::HubClientConfig hub_config(const MountOptions& o, const std::string& endpoi
   hc.token_file = o.token_file;
   hc.allow_insecure_token = o.insecure_token;
   hc.proxy = o.proxy;
-  hc.http.max_handles = o.connections + 8;
+  hc.http.max_handles = o.connections + o.api_requests + 4;
+  hc.max_api_requests = o.api_requests;
   hc.http.low_speed_time = o.stall_timeout;
   return hc;
 }

@@ -193,6 +193,16 @@ Expected<void, std::string> apply_option(MountOptions& o, const std::string& ite
     o.connections = static_cast<unsigned>(n);
     return {};
   }
+  if (key == "api_requests") {
+    if (auto r = need_value(); !r) return r;
+    char* end = nullptr;
+    const long n = std::strtol(value.c_str(), &end, 10);
+    if (end == value.c_str() || *end != '\0' || n < 1 || n > 32) {
+      return unexpected("api_requests must be a number from 1 to 32, got '" + shown(value) + "'");
+    }
+    o.api_requests = static_cast<unsigned>(n);
+    return {};
+  }
   if (ignored_mount_options().count(key) != 0 || key.starts_with("x-") || key == "comment") {
     return {};
   }
@@ -361,6 +371,8 @@ Python, its torch and CUDA, the GPUs it may use; targets/KEY/ those of any targe
                       the token); for debugging
   -o readahead=SIZE   bytes fetched ahead of sequential readers (default 64M)
   -o connections=N    parallel ranged GETs (default 16)
+  -o api_requests=N   Hub API requests (listings, revisions) on the wire at once, at most
+                      (default 4; the Hub's rate limits count them per user)
   -o nocurrent        no current or targets/ (just the dataset's tree)
   -o current=MODE     caller (default): current/ follows each process (the Python it runs or
                       would run, its venv or conda env, its CUDA_VISIBLE_DEVICES); mount: one

@@ -47,6 +47,7 @@ struct MountOptions {
   std::string metrics_textfile;  // node_exporter textfile ("" = none)
   std::uint64_t readahead = 64ull << 20;  // bytes in flight for readahead and prefetch
   unsigned connections = 16;              // parallel ranged GETs
+  unsigned api_requests = 4;              // Hub API requests on the wire at once, at most
   TargetOverrides target;
   bool current = true;  // current and targets/ (nocurrent hides them)
   // current=caller (default): each process's own target; current=mount: the mount's own, for

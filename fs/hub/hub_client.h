@@ -124,6 +124,10 @@ struct HubClientConfig {
   // entries per page (listing.h) they bound what one listing may make the daemon hold.
   std::size_t max_pages = 5000;
   std::size_t max_entries = 250000;
+  // At most this many API requests (listings, revisions, paths-info) on the wire at once: the
+  // Hub's rate limits count them per user and 5-minute window, and many walkers listing at
+  // once must not spend them in a burst. Downloads (resolve/CDN) are not counted here.
+  std::size_t max_api_requests = 4;
   // A CDN URL is used until this long before it expires (or for `default_url_ttl` when its
   // expiry cannot be read from it).
   std::chrono::seconds url_expiry_margin{60};

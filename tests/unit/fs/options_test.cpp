@@ -36,9 +36,10 @@ TEST_F(OptionsTest, OwnOptionsFuseOptionsAndMountNoise) {
   auto o = parse({"org/repo", "/mnt/w", "-o",
                   "rw,nodev,nosuid,_netdev,x-systemd.automount,allow_other,revision=refs/pr/1,"
                   "cache_size=5G,refresh=10m,offline,log_level=debug,arch=sm89,torch=2.9,"
-                  "nocurrent,caller_timeout=5s"});
+                  "nocurrent,caller_timeout=5s,api_requests=2"});
   ASSERT_TRUE(o) << o.error();
   EXPECT_EQ(o->caller_timeout, std::chrono::seconds(5));
+  EXPECT_EQ(o->api_requests, 2u);
   EXPECT_EQ(o->revision, "refs/pr/1");
   EXPECT_EQ(o->cache_size, 5ull << 30);
   EXPECT_EQ(o->refresh, std::chrono::seconds(600));
@@ -68,6 +69,8 @@ TEST_F(OptionsTest, BadInputIsOneClearLine) {
       {{"-o", "revision=", "/m"}, "needs a value"},
       {{"-o", "offline=1", "/m"}, "takes no value"},
       {{"-o", "connections=0", "/m"}, "connections must be"},
+      {{"-o", "api_requests=0", "/m"}, "api_requests must be a number from 1 to 32"},
+      {{"-o", "api_requests=lots", "/m"}, "api_requests must be"},
       {{"-x", "/m"}, "unknown flag '-x'"},
       {{"-o"}, "-o needs"},
       {{}, "missing MOUNTPOINT"},

@@ -57,6 +57,57 @@ TEST_F(HubClientTest, RecursiveListingFollowsPagesOfSevenAndMatchesTheSource) {
   EXPECT_GE(pages, (entries->size() + 6) / 7);  // every page of 7 was fetched
 }
 
+// The next page is asked for while a page is parsed, never two of one listing at once; and a
+// listing past its page limit stops there (no request for the page beyond it).
+TEST_F(HubClientTest, PagesComeOneAtATimeAndAPageLimitAsksForNoPageBeyondIt) {
+  auto c = make_hub_client(config());
+  hub_->control("/config", {{"latency_ms", 30}});
+  const std::size_t before = hub_->log().size();
+  auto all = c->list_folder(head(), "", true, in(60s));
+  ASSERT_TRUE(all) << all.error().describe();
+  auto pages = log_since(before);
+  ASSERT_GE(pages.size(), 3u);
+  for (std::size_t i = 1; i < pages.size(); ++i) {
+    EXPECT_GE(pages[i]["start"].get<double>(), pages[i - 1]["ts"].get<double>()) << i;
+  }
+  const std::size_t limited = hub_->log().size();
+  auto r = c->list_folder(head(), "", true, in(60s), 2);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, "TooManyPages");
+  EXPECT_EQ(log_since(limited).size(), 2u);
+}
+
+// api_requests=: at most N Hub API requests on the wire at once, whoever asks.
+TEST_F(HubClientTest, AtMostNApiRequestsAreOnTheWireAtOnce) {
+  HubClientConfig cfg = config();
+  cfg.max_api_requests = 2;
+  auto c = make_hub_client(cfg);
+  const std::string commit = head();
+  hub_->control("/config", {{"latency_ms", 150}});
+  const std::size_t before = hub_->log().size();
+  std::vector<std::thread> callers;
+  std::atomic<int> ok{0};
+  for (const char* folder :
+       {"flash_attn", "natten", "cumesh", "flash_attn/sm89", "natten/sm89", "cumesh/sm89"}) {
+    callers.emplace_back([&, folder] {
+      if (c->list_folder(commit, folder, false, in(60s))) ok++;
+    });
+  }
+  for (auto& t : callers) t.join();
+  EXPECT_EQ(ok.load(), 6);
+  // The most requests the emulator had open at once, from its own clock.
+  std::vector<std::pair<double, int>> edges;
+  for (const auto& e : log_since(before)) {
+    edges.emplace_back(e["start"].get<double>(), 1);
+    edges.emplace_back(e["ts"].get<double>(), -1);
+  }
+  std::sort(edges.begin(), edges.end());  // an end before a start at the same instant
+  int open = 0, most = 0;
+  for (const auto& [t, d] : edges) most = std::max(most, open += d);
+  EXPECT_LE(most, 2);
+  EXPECT_EQ(most, 2);  // and not one at a time either
+}
+
 TEST_F(HubClientTest, FolderListingIsDirectChildrenOnly) {
   auto c = make_hub_client(config());
   auto entries = c->list_folder(head(), "flash_attn/sm89", false, in(30s));
