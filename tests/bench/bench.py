@@ -3,6 +3,11 @@
 
     python3 tests/bench/bench.py [--rate 50m] [--many 10000,100000] [--reps 3] [--out FILE.md]
                                  [--mount-options streaming,...] [--only first_byte,random,...]
+                                 [--bins before=OLD,after=NEW] [--data DIR]
+
+--bins measures each build in turn, test by test, in the one run (a before/after comparison
+with every reference measured in the same session); --data keeps the generated wheelhouses
+(about 2.3 GiB, and the 10k/100k-entry trees) for the next run.
 
 Runs against a generated wheelhouse served by the Hub emulator, whose downloads go to a
 private nginx (the shared harness's server.sh), unthrottled and, with --rate, in WAN mode
@@ -50,6 +55,12 @@ from fakehub_ctl import FakeHub  # noqa: E402
 from mounttest import is_mounted, wait_for  # noqa: E402
 
 BIN = os.environ.get("WHFS_BIN", os.path.join(ROOT, "build", "fs", "wheelhousefs"))
+BINS = [("", BIN)]  # --bins: (label, path) of each build measured
+
+
+def use_build(path):
+    global BIN
+    BIN = path
 REPO = "DoctorPopi/python_wheelhouse"
 MIB = 1 << 20
 EXTRA_OPTIONS = []  # --mount-options
@@ -237,7 +248,7 @@ class Bench:
 
     def run(self, rate):
         label = f" [{rate}/conn]" if rate else " [unthrottled]"
-        data = os.path.join(self.work, "data")
+        data = os.path.join(self.a.data or self.work, "data")
         if not os.path.isdir(data):
             gen_wheelhouse.generate(data, quiet=True)
             # The shared harness's size for a cold sequential read, incompressible.
@@ -254,15 +265,18 @@ class Bench:
         hub = FakeHub({REPO: tree}, os.path.join(self.work, "hub"),
                       extra_args=["--lfs", "all", "--redirect-base", nginx.url])
         try:
-            for name, fn in (("first_byte", lambda: self.first_byte(hub, man, nginx, label)),
-                             ("random", lambda: self.random_reads(hub, man, tree, label)),
-                             ("parallel", lambda: self.parallel_readers(hub, man, tree, nginx, label)),
-                             ("pip", lambda: self.pip(hub, tree, label)),
-                             ("sequential", lambda: self.sequential(hub, tree, nginx, label)),
-                             ("metrics", lambda: self.metrics(hub, tree, label)),
-                             ("scaling", lambda: self.scaling(hub, man, nginx, label))):
+            for name, fn in (("first_byte", lambda lb: self.first_byte(hub, man, nginx, lb)),
+                             ("random", lambda lb: self.random_reads(hub, man, tree, lb)),
+                             ("parallel", lambda lb: self.parallel_readers(hub, man, tree, nginx, lb)),
+                             ("pip", lambda lb: self.pip(hub, tree, lb)),
+                             ("sequential", lambda lb: self.sequential(hub, tree, nginx, lb)),
+                             ("metrics", lambda lb: self.metrics(hub, tree, lb)),
+                             ("scaling", lambda lb: self.scaling(hub, man, nginx, lb))):
                 if not self.a.only or name in self.a.only.split(","):
-                    fn()
+                    # --bins: each build in turn, test by test, each with its references
+                    for build, path in BINS:
+                        use_build(path)
+                        fn(label + (f" [{build}]" if build else ""))
         finally:
             hub.stop()
             nginx.stop()
@@ -501,37 +515,43 @@ class Bench:
             print(f"{daemons} daemons: {median(walls):.2f} s", flush=True)
 
     def listings(self, many):
-        data = os.path.join(self.work, f"many{many}")
+        data = os.path.join(self.a.data or self.work, f"many{many}")
         gen_wheelhouse.generate(data, small=True, many=many, quiet=True)
         tree = os.path.join(data, "tree")
         entries = sum(len(d) + len(f) for _, d, f in os.walk(tree))
         hub = FakeHub({REPO: tree}, os.path.join(self.work, f"hub-many{many}"), extra_args=["--lfs", "all"])
         try:
-            for tool in ("ls -R", "find"):
-                cmd = ["ls", "-R"] if tool == "ls -R" else ["find"]
-                cold, warm, cpus, rss = [], [], [], []
-                for rep in range(self.a.reps):
-                    m = Mount(hub.hub, self.work, f"ls{many}-{rep}", ["nocurrent"])
-                    try:
-                        before = m.daemon.anon_kib()
-                        run = lambda: subprocess.run(cmd + [m.mnt], stdout=subprocess.DEVNULL, check=True)  # noqa: E731
-                        (secs, _), cpu, _ = m.daemon.measure(lambda: timed(run))
-                        cold.append(secs)
-                        cpus.append(cpu)
-                        rss.append((m.daemon.anon_kib() - before) * 1024 / entries)
-                        warm.append(timed(run)[0])
-                    finally:
-                        m.unmount()
-                local = lambda: subprocess.run(cmd + [tree], stdout=subprocess.DEVNULL, check=True)  # noqa: E731
-                local_warm = median([timed(local)[0] for _ in range(self.a.reps)])
-                self.row(f"`{tool}` +{many} entries ({entries} in all), cold (vs local warm)",
-                         median(cold), local_warm, "s", median(cpus))
-                self.row(f"`{tool}` +{many} entries, warm (vs local warm)", median(warm), local_warm, "s")
-                self.rows.append((f"daemon anon RSS per entry after `{tool}` +{many}",
-                                  f"{median(rss):.0f} B", "—", "—", "", ""))
-                print(f"RSS per entry: {median(rss):.0f} B", flush=True)
+            for build, path in BINS:
+                use_build(path)
+                self.listings_of(hub, tree, entries, many, f" [{build}]" if build else "")
         finally:
             hub.stop()
+
+    def listings_of(self, hub, tree, entries, many, label):
+        for tool in ("ls -R", "find"):
+            cmd = ["ls", "-R"] if tool == "ls -R" else ["find"]
+            cold, warm, cpus, rss = [], [], [], []
+            for rep in range(self.a.reps):
+                m = Mount(hub.hub, self.work, f"ls{many}-{rep}", ["nocurrent"])
+                try:
+                    before = m.daemon.anon_kib()
+                    run = lambda: subprocess.run(cmd + [m.mnt], stdout=subprocess.DEVNULL, check=True)  # noqa: E731
+                    (secs, _), cpu, _ = m.daemon.measure(lambda: timed(run))
+                    cold.append(secs)
+                    cpus.append(cpu)
+                    rss.append((m.daemon.anon_kib() - before) * 1024 / entries)
+                    warm.append(timed(run)[0])
+                finally:
+                    m.unmount()
+            local = lambda: subprocess.run(cmd + [tree], stdout=subprocess.DEVNULL, check=True)  # noqa: E731
+            local_warm = median([timed(local)[0] for _ in range(self.a.reps)])
+            self.row(f"`{tool}` +{many} entries ({entries} in all), cold (vs local warm)" + label,
+                     median(cold), local_warm, "s", median(cpus))
+            self.row(f"`{tool}` +{many} entries, warm (vs local warm)" + label, median(warm),
+                     local_warm, "s")
+            self.rows.append((f"daemon anon RSS per entry after `{tool}` +{many}" + label,
+                              f"{median(rss):.0f} B", "—", "—", "", ""))
+            print(f"RSS per entry: {median(rss):.0f} B", flush=True)
 
     def markdown(self):
         out = ["| test | wheelhouse-fs | reference | ratio | daemon CPU s | peak anon MiB |",
@@ -548,10 +568,23 @@ def main():
     p.add_argument("--out", default="")
     p.add_argument("--skip-listings", action="store_true")
     p.add_argument("--mount-options", default="", help="extra options for every mount, e.g. streaming")
+    p.add_argument("--bins", default="",
+                   help="LABEL=PATH,... : every test for each build in turn, in this one run "
+                        "(e.g. before=/old/wheelhousefs,after=build/fs/wheelhousefs)")
+    p.add_argument("--data", default="",
+                   help="keep the generated wheelhouses in this folder and reuse them next time")
     p.add_argument("--only", default="",
                    help="run only these: first_byte,random,parallel,pip,sequential,metrics,scaling")
     a = p.parse_args()
     EXTRA_OPTIONS.extend(o for o in a.mount_options.split(",") if o)
+    if a.bins:
+        BINS[:] = [tuple(b.split("=", 1)) for b in a.bins.split(",") if b]
+        for build, path in BINS:
+            if not os.access(path, os.X_OK):
+                p.error(f"--bins: {build}={path} is not an executable")
+    if a.data:
+        os.makedirs(a.data, exist_ok=True)
+        os.chmod(a.data, 0o755)  # nginx workers (nobody) read the tree under it
     work = tempfile.mkdtemp(prefix="whfs-bench-")
     os.chmod(work, 0o755)  # nginx workers (nobody) read the tree under it
     b = Bench(a, work)

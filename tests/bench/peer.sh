@@ -3,7 +3,8 @@
 # for $DATA_DIR and sends every download (a 302, as the Hub sends to its CDN) to the harness's
 # nginx at $SERVER_URL; wheelhousefs mounts it with its cache in $CACHE_DIR.
 #   PEERS="curl aria2c rclone-full $PWD/tests/bench/peer.sh" ../shared/bench/run_peers.sh
-# The binary: $WHFS_BIN, else wheelhousefs on PATH, else build/fs/wheelhousefs of this checkout.
+# The binary: $WHFS_BIN, else wheelhousefs on PATH, else build/fs/wheelhousefs of this checkout;
+# the column's title: $WHFS_LABEL (two builds side by side: two wrappers setting both).
 source "${BENCH_DIR:-$(cd "$(dirname "$0")/../../../shared/bench" 2>/dev/null && pwd)}/peers/_lib.sh"
 repo_root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=${WHFS_BIN:-$(command -v wheelhousefs || echo "$repo_root/build/fs/wheelhousefs")}
@@ -28,7 +29,7 @@ stop_hub() {
 }
 
 case "${1:-}" in
-info)    echo "label=wheelhouse-fs"; echo "kind=mount"; echo "persistent_cache=yes"; echo "cold=fresh"
+info)    echo "label=${WHFS_LABEL:-wheelhouse-fs}"; echo "kind=mount"; echo "persistent_cache=yes"; echo "cold=fresh"
          echo 'cmd=wheelhousefs -f -o endpoint=$HUB,cache_dir=$CACHE_DIR,nocurrent bench/wheels $MOUNTPOINT' ;;
 version) echo "$("$bin" --version 2>/dev/null) ($(git -C "$repo_root" rev-parse --short HEAD 2>/dev/null || echo '?'))" ;;
 check)   [[ -x $bin ]] || { echo "wheelhousefs not built: $bin"; exit 1; }
