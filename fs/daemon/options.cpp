@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <set>
+#include <string>
+#include <tuple>
 
 #include "fs/common/units.h"
 #include "fs/hub/hub_client.h"
@@ -183,24 +185,18 @@ Expected<void, std::string> apply_option(MountOptions& o, const std::string& ite
     }
     return {};
   }
-  if (key == "connections") {
+  // A count from 1 to `most`.
+  for (const auto& [name, field, most] : {std::tuple{"connections", &o.connections, 64L},
+                                          std::tuple{"api_requests", &o.api_requests, 32L}}) {
+    if (key != name) continue;
     if (auto r = need_value(); !r) return r;
     char* end = nullptr;
     const long n = std::strtol(value.c_str(), &end, 10);
-    if (end == value.c_str() || *end != '\0' || n < 1 || n > 64) {
-      return unexpected("connections must be a number from 1 to 64, got '" + shown(value) + "'");
+    if (end == value.c_str() || *end != '\0' || n < 1 || n > most) {
+      return unexpected(key + " must be a number from 1 to " + std::to_string(most) + ", got '" +
+                        shown(value) + "'");
     }
-    o.connections = static_cast<unsigned>(n);
-    return {};
-  }
-  if (key == "api_requests") {
-    if (auto r = need_value(); !r) return r;
-    char* end = nullptr;
-    const long n = std::strtol(value.c_str(), &end, 10);
-    if (end == value.c_str() || *end != '\0' || n < 1 || n > 32) {
-      return unexpected("api_requests must be a number from 1 to 32, got '" + shown(value) + "'");
-    }
-    o.api_requests = static_cast<unsigned>(n);
+    *field = static_cast<unsigned>(n);
     return {};
   }
   if (ignored_mount_options().count(key) != 0 || key.starts_with("x-") || key == "comment") {

@@ -205,13 +205,8 @@ class CurlHubClient final : public HubClient {
   Expected<void, HubError> read_range(const FileRef& file, std::uint64_t offset,
                                       std::span<std::byte> out, Deadline deadline,
                                       const CancelFlag* abandon, const FillFn* on_fill) override {
-    std::size_t filled = 0;
-    auto copy = [&](std::span<const std::byte> bytes) {
-      std::copy(bytes.begin(), bytes.end(), out.begin() + static_cast<std::ptrdiff_t>(filled));
-      filled += bytes.size();
-      if (on_fill != nullptr) (*on_fill)(filled);
-    };
-    return stream_range(file, offset, out.size(), deadline, abandon, copy);
+    Filler fill{out, on_fill};
+    return stream_range(file, offset, out.size(), deadline, abandon, fill);
   }
 
   Expected<void, HubError> stream_range(const FileRef& file, std::uint64_t offset,

@@ -5,6 +5,7 @@
 // (transport.h), the one Hub transport, which `wheelhouse publish` (publish::HubWriter) uses
 // too: the token's reach, redirects, retries and timeouts are decided there for both.
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -91,6 +92,18 @@ class HubClient {
 
   // Receives the bytes of stream_range in order, as they arrive; valid only during the call.
   using ChunkFn = FunctionRef<void(std::span<const std::byte> bytes)>;
+  // A ChunkFn's body that fills `out` in order and tells `on_fill` (may be null) how much of it
+  // is filled: read_range over stream_range.
+  struct Filler {
+    std::span<std::byte> out;
+    const FillFn* on_fill = nullptr;
+    std::size_t filled = 0;
+    void operator()(std::span<const std::byte> bytes) {
+      std::copy(bytes.begin(), bytes.end(), out.begin() + static_cast<std::ptrdiff_t>(filled));
+      filled += bytes.size();
+      if (on_fill != nullptr) (*on_fill)(filled);
+    }
+  };
   // The file's bytes [offset, offset + length) handed to `consume` in order, each byte once
   // (across retries too: a retry asks for the rest), with no buffer of the whole range: the
   // caller keeps what it needs (a download stores whole blocks from a buffer of its own that

@@ -62,13 +62,8 @@ Expected<void, ReadError> RangedGets::get(const FileContent& c, std::uint64_t of
                                           std::span<std::byte> buf, Deadline deadline,
                                           const CancelFlag* abandon,
                                           const hub::HubClient::FillFn* on_fill) {
-  std::size_t filled = 0;
-  auto copy = [&](std::span<const std::byte> bytes) {
-    std::copy(bytes.begin(), bytes.end(), buf.begin() + static_cast<std::ptrdiff_t>(filled));
-    filled += bytes.size();
-    if (on_fill != nullptr) (*on_fill)(filled);
-  };
-  return counted(c, offset, buf.size(), deadline, abandon, copy);
+  hub::HubClient::Filler fill{buf, on_fill};
+  return counted(c, offset, buf.size(), deadline, abandon, fill);
 }
 
 Expected<cache::Result<cache::ContentState>, ReadError> RangedGets::get_and_put(
