@@ -390,7 +390,9 @@ Expected<HttpResponse, TransferError> HttpTransport::perform(const HttpRequest& 
   curl_easy_setopt(c, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2TLS);
   curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
   curl_easy_setopt(c, CURLOPT_TCP_NODELAY, 1L);
-  curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 512L * 1024);
+  // 128 KiB: as fast as 512 KiB on a cold read (0.53 against 0.54 CPU-s per 256 MiB, 5
+  // alternated pairs) with a quarter of the memory each handle touches (faults 9.3k -> 5.7k).
+  curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 128L * 1024);
   curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
                    std::min<long>(static_cast<long>(config_.connect_timeout.count()), left));
   curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(left));
