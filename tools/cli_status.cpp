@@ -166,7 +166,7 @@ void print_status(const std::string& mountpoint, const nlohmann::json& j) {
   if (j.contains("cache_trust") && j["cache_trust"].is_object()) {
     std::printf("trust      %s; %s\n", j["cache_trust"].value("why", "?").c_str(),
                 plural(num(j.value("fetch", nlohmann::json::object()), "rechecks"),
-                       "content hashed again here", "contents hashed again here")
+                       "content hashed by this daemon", "contents hashed by this daemon")
                     .c_str());
   }
   const auto problems = j.value("recent_problems", nlohmann::json::array());

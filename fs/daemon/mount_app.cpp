@@ -111,7 +111,7 @@ class MountApp {
     // before it is served. A cache only this user can have written is taken at its word: the
     // re-hash would protect nothing this user could not change anyway (issue 28).
     const CacheTrust trust = cache_trust(o_, *cache_);
-    spdlog::info("cache {}: trust {}", o_.cache_upper.empty() ? o_.cache_dir : o_.cache_upper,
+    spdlog::info("cache {}: {}", o_.cache_upper.empty() ? o_.cache_dir : o_.cache_upper,
                  trust.why);
     const bool own_listings = trust.trusted;
     // A folder's whole subtree in one paginated listing of up to 250 pages (250k entries, the
