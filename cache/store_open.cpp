@@ -145,8 +145,7 @@ Result<OpenedStore> open_once(const Options& options, Session& session) {
   }
   // Before its mode is set again below: whether anyone but this user could write the data
   // file so far (a group it was shared with, or a mode an older version or a umask gave it).
-  const bool data_private =
-      !*exists || (data.st_uid == ::geteuid() && (data.st_mode & 0077) == 0);
+  const bool data_private = !*exists || (data.st_uid == ::geteuid() && (data.st_mode & 0077) == 0);
   auto claims = open_cache_file(session.dir_fd(), options.dir, "downloads.lock", O_RDWR | O_CREAT,
                                 options.access);
   if (!claims && claims.error().kind == CacheError::Kind::kAccess) {

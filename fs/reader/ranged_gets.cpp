@@ -76,7 +76,7 @@ Expected<cache::Result<cache::ContentState>, ReadError> RangedGets::get_and_put(
   // worker) was first touched by each worker's first download (page faults: a tenth of a cold
   // read's CPU) and its bytes had left the CPU's cache by the time they were stored. Blocks of
   // a transfer that fails midway stay stored; the retry asks for the rest.
-  const std::size_t cap = static_cast<std::size_t>(((kStreamPutBytes + bs - 1) / bs + 1) * bs);
+  const auto cap = static_cast<std::size_t>(((kStreamPutBytes + bs - 1) / bs + 1) * bs);
   thread_local std::unique_ptr<std::byte[]> staging;
   thread_local std::size_t staging_size = 0;
   if (staging_size < cap) {
