@@ -100,7 +100,7 @@ class LmdbBlockCache final : public MetadataTiers {
   const Options options_;
   Session session_;
   const BlockGeometry geometry_;
-  const bool read_only_;  // a lower tier: no write txn, no pending updates, no pins
+  const bool read_only_;   // a lower tier: no write txn, no pending updates, no pins
   const bool owner_only_;  // OpenedStore::owner_only
 
   // Lock order, complete (a lock is only ever taken after the ones left of it):

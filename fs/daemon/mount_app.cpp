@@ -111,8 +111,7 @@ class MountApp {
     // before it is served. A cache only this user can have written is taken at its word: the
     // re-hash would protect nothing this user could not change anyway (issue 28).
     const CacheTrust trust = cache_trust(o_, *cache_);
-    spdlog::info("cache {}: {}", o_.cache_upper.empty() ? o_.cache_dir : o_.cache_upper,
-                 trust.why);
+    spdlog::info("cache {}: {}", o_.cache_upper.empty() ? o_.cache_dir : o_.cache_upper, trust.why);
     const bool own_listings = trust.trusted;
     // A folder's whole subtree in one paginated listing of up to 250 pages (250k entries, the
     // client's limit on what one listing may make it hold): a 100k-entry repository is 113
