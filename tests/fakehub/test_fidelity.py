@@ -19,8 +19,15 @@ FIDELITY = os.path.join(HERE, "fidelity")
 REPO = "DoctorPopi/python_wheelhouse"
 
 
+# The emulator's CDN is "localhost" on 127.0.0.1 (another host name than the Hub's, for the
+# token tests). Node 17+ takes the resolver's order, ::1 first, and only Node 20 then tries the
+# other family; Debian 12's Node 18 (what setup.sh installs where no node is) fails with
+# ECONNREFUSED ::1 without this.
+NODE = ["node", "--dns-result-order=ipv4first"]
+
+
 def run_client(hub_url, repo, token=None):
-    cmd = ["node", os.path.join(FIDELITY, "fidelity.mjs"), hub_url, repo] + ([token] if token else [])
+    cmd = NODE + [os.path.join(FIDELITY, "fidelity.mjs"), hub_url, repo] + ([token] if token else [])
     proc = subprocess.run(cmd, cwd=FIDELITY, capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
         raise AssertionError(f"official client failed:\n{proc.stderr[-4000:]}")

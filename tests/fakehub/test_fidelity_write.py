@@ -18,6 +18,7 @@ import urllib.request
 
 import gen_wheelhouse
 from fakehub_ctl import FakeHub
+from test_fidelity import NODE
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIDELITY = os.path.join(HERE, "fidelity")
@@ -77,7 +78,7 @@ class OfficialClientUpload(unittest.TestCase):
                           for p in first],
                 "second": {"path": "extra/blob.bin", "local": cls.local["extra/blob.bin"]},
                 "delete": "old/remove-me.txt"}
-        cmd = ["node", os.path.join(FIDELITY, "upload.mjs"), cls.hub.hub, REPO, "hf_writer",
+        cmd = NODE + [os.path.join(FIDELITY, "upload.mjs"), cls.hub.hub, REPO, "hf_writer",
                "hf_reader", json.dumps(spec)]
         proc = subprocess.run(cmd, cwd=FIDELITY, capture_output=True, text=True, timeout=600)
         if proc.returncode != 0:
@@ -183,7 +184,7 @@ class OfficialClientReadsWhatWheelhousePublished(unittest.TestCase):
         if cls.published.returncode != 0:
             cls.tearDownClass()
             raise AssertionError(f"wheelhouse publish failed:\n{cls.published.stderr}")
-        proc = subprocess.run(["node", os.path.join(FIDELITY, "fidelity.mjs"), cls.hub.hub, REPO,
+        proc = subprocess.run(NODE + [os.path.join(FIDELITY, "fidelity.mjs"), cls.hub.hub, REPO,
                                "hf_writer"], cwd=FIDELITY, capture_output=True, text=True,
                               timeout=600)
         if proc.returncode != 0:
