@@ -275,7 +275,10 @@ Result<StoreInit> init_store_txn(lmdb::Env& env, const Options& options, bool wr
   auto shared = txn->get(init.dbs.meta, lmdb::as_bytes(kSharedKey));
   if (!shared) return fail(shared.error());
   init.was_shared = shared->has_value();
-  if (shared_now && !init.was_shared) {
+  // (A store too full for this put, MDB_MAP_FULL, opens without it, as without the cap: then
+  // a later private open cannot tell it was shared now. Its files' mode still says so until
+  // that open gives them 0600.)
+  if (shared_now && !init.was_shared && write_cap) {
     const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                             std::chrono::system_clock::now().time_since_epoch())
                             .count();
