@@ -31,7 +31,7 @@ reader::ReaderConfig reader_config(const MountOptions& o) {
   rc.fetcher.max_request = std::max<std::uint64_t>(1 << 20, o.readahead / o.connections);
   rc.fetcher.serving = o.streaming ? reader::Serving::kStreaming : reader::Serving::kVerified;
   rc.fetcher.request_timeout = o.read_timeout;
-  rc.fetcher.trust_cache = o.cache_trusted;
+  // (trust_cache: decided by cache_trust() once the cache is open, with cache_trusted.)
   rc.fetcher.claim_takeover = std::max(2 * o.stall_timeout, std::chrono::seconds(4));
   rc.readahead.max_window = std::max<std::uint64_t>(1 << 20, o.readahead);
   rc.readahead.batch = rc.fetcher.max_request;

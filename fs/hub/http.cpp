@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <charconv>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <system_error>
 #include <vector>
@@ -49,6 +50,8 @@ struct Transfer {
   SocketSet* sockets = nullptr;
   const BodySink* sink = nullptr;
   HttpResponse response;
+  // The response's Content-Length, read once from its headers (for kQuickAckTail).
+  std::optional<std::uint64_t> body_length;
   std::size_t max_body = 0;
   bool stopped_by_sink = false;
   bool too_large = false;
@@ -74,6 +77,7 @@ std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
   if (line.starts_with("HTTP/")) {
     // A new response (e.g. after "100 Continue"): start its headers afresh.
     t->response.headers.clear();
+    t->body_length.reset();
     const auto sp = line.find(' ');
     t->response.status =
         sp == std::string_view::npos ? 0 : std::atoi(std::string(line.substr(sp + 1, 3)).c_str());
@@ -83,6 +87,11 @@ std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
   if (colon == std::string_view::npos) return size * n;
   std::string name = lower(line.substr(0, colon));
   std::string value(trim(line.substr(colon + 1)));
+  if (name == "content-length") {
+    std::uint64_t length = 0;
+    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), length);
+    if (ec == std::errc() && end == value.data() + value.size()) t->body_length = length;
+  }
   auto& slot = t->response.headers[name];
   if (name == "link" && !slot.empty()) {
     slot += ", " + value;
@@ -115,20 +124,13 @@ void ack_now(SocketSet* set) {
   for (curl_socket_t fd : set->fds) ::setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);
 }
 
-// Whether the body of `r` is known to go on past `received` + kQuickAckTail bytes.
-bool far_from_the_end(const HttpResponse& r, std::uint64_t received) {
-  const auto it = r.headers.find("content-length");
-  if (it == r.headers.end()) return false;
-  std::uint64_t length = 0;
-  const auto& v = it->second;
-  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), length);
-  return ec == std::errc() && end == v.data() + v.size() && received + kQuickAckTail < length;
-}
-
 std::size_t on_body(char* data, std::size_t size, std::size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);
   const std::size_t len = size * n;
-  if (!far_from_the_end(t->response, t->response.body_bytes + len)) ack_now(t->sockets);
+  // (Unless the body is known to go on past kQuickAckTail more bytes.)
+  if (!t->body_length || t->response.body_bytes + len + kQuickAckTail >= *t->body_length) {
+    ack_now(t->sockets);
+  }
   const int status = t->response.status;
   if (t->sink != nullptr && *t->sink && status >= 200 && status < 300) {
     t->response.body_bytes += len;

@@ -110,7 +110,6 @@ Expected<cache::Result<cache::ContentState>, ReadError> RangedGets::get_and_put(
   if (auto got = counted(c, offset, length, deadline, abandon, take); !got) {
     return unexpected(got.error());
   }
-  if (fill > 0) store(fill);  // (never: the last bytes are stored as they arrive)
   if (!put) put = store_.put_blocks(c.id, c.size, r.first, {});  // an empty range: the state
   return std::move(*put);
 }
