@@ -78,9 +78,10 @@ struct CheckOptions {
 
 struct DoctorOptions {
   std::string repo = "DoctorPopi/python_wheelhouse";
-  std::string endpoint;   // empty: HF_ENDPOINT, else https://huggingface.co
-  std::string cache_dir;  // empty: wheelhousefs's default
-  bool offline = false;   // no request to the Hub
+  std::string endpoint;             // empty: HF_ENDPOINT, else https://huggingface.co
+  std::string cache_dir;            // empty: wheelhousefs's default
+  bool offline = false;             // no request to the Hub
+  std::vector<std::string> mounts;  // --mount: only these; empty: every wheelhouse mount
 };
 
 int run_detect(const CommonOptions& o, const DetectOptions& d);

@@ -10,12 +10,14 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <mutex>
@@ -275,56 +277,82 @@ void check_python(Report& r) {
             (t.cuda.has_value() ? " cu" + t.cuda.value : ""));
 }
 
-void check_mounts(Report& r) {
-  const auto mounts = wheelhouse_mounts();
-  if (mounts.empty()) {
-    r.add(Verdict::kPass, "mounts", "no wheelhouse mount on this machine (yet)");
+// One mount, asked on a thread of its own: a hung daemon must not hang the doctor too.
+void check_mount(Report& r, const std::string& m) {
+  struct Answer {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    bool dead = false;
+    Expected<nlohmann::json, std::pair<int, std::string>> status = nlohmann::json();
+  };
+  auto a = std::make_shared<Answer>();
+  std::thread([a, m] {
+    struct statfs sfs {};
+    const bool dead = ::statfs(m.c_str(), &sfs) != 0 && errno == ENOTCONN;
+    auto st = dead ? Expected<nlohmann::json, std::pair<int, std::string>>(nlohmann::json())
+                   : read_status(m);
+    std::lock_guard lock(a->mu);
+    a->dead = dead;
+    a->status = std::move(st);
+    a->done = true;
+    a->cv.notify_all();
+  }).detach();
+  std::unique_lock lock(a->mu);
+  if (!a->cv.wait_for(lock, std::chrono::seconds(5), [&] { return a->done; })) {
+    r.add(Verdict::kFail, "mount", m + ": no answer in 5 s (its daemon is hung or stopped)",
+          "wheelhouse status " + m + "; kill -CONT or restart its daemon");
     return;
   }
-  for (const auto& m : mounts) {
-    // Asked on a thread of its own: a hung daemon must not hang the doctor too.
-    struct Answer {
-      std::mutex mu;
-      std::condition_variable cv;
-      bool done = false;
-      bool dead = false;
-      Expected<nlohmann::json, std::pair<int, std::string>> status = nlohmann::json();
-    };
-    auto a = std::make_shared<Answer>();
-    std::thread([a, m] {
-      struct statfs sfs {};
-      const bool dead = ::statfs(m.c_str(), &sfs) != 0 && errno == ENOTCONN;
-      auto st = dead ? Expected<nlohmann::json, std::pair<int, std::string>>(nlohmann::json())
-                     : read_status(m);
-      std::lock_guard lock(a->mu);
-      a->dead = dead;
-      a->status = std::move(st);
-      a->done = true;
-      a->cv.notify_all();
-    }).detach();
-    std::unique_lock lock(a->mu);
-    if (!a->cv.wait_for(lock, std::chrono::seconds(5), [&] { return a->done; })) {
-      r.add(Verdict::kFail, "mount", m + ": no answer in 5 s (its daemon is hung or stopped)",
-            "wheelhouse status " + m + "; kill -CONT or restart its daemon");
+  if (a->dead) {
+    r.add(Verdict::kFail, "mount", m + ": dead (its daemon is gone)",
+          "fusermount3 -u -z " + m + ", then mount again (wheelhousefs detaches it itself)");
+    return;
+  }
+  const auto& st = a->status;
+  if (!st) {
+    r.add(Verdict::kWarn, "mount", m + ": " + st.error().second);
+    return;
+  }
+  r.add(Verdict::kPass, "mount",
+        m + ": " + st->value("repo", "?") + "@" + st->value("revision", "?") + " at " +
+            st->value("commit", "?").substr(0, 12) + ", pid " +
+            std::to_string(st->value("pid", 0)) +
+            (st->value("offline", false) || st->value("offline_fallback", false)
+                 ? " (serving the cache only)"
+                 : ""));
+}
+
+// A path as /proc/self/mountinfo spells it: absolute, no "." or "..", no trailing slash. Not
+// resolved through symlinks: resolving a dead mount's path would fail (ENOTCONN).
+std::string mountinfo_spelling(const std::string& path) {
+  std::filesystem::path p(path);
+  if (p.is_relative()) p = std::filesystem::current_path() / p;
+  std::string s = p.lexically_normal().string();
+  while (s.size() > 1 && s.back() == '/') s.pop_back();
+  return s;
+}
+
+// Every wheelhouse mount this process can see, or only those named (--mount): a machine with
+// another tenant's dead mount is not ready for everyone, but may be for the mount one asks about.
+void check_mounts(Report& r, const std::vector<std::string>& named, const std::string& repo) {
+  const auto mounts = wheelhouse_mounts();
+  if (named.empty()) {
+    if (mounts.empty()) {
+      r.add(Verdict::kPass, "mounts", "no wheelhouse mount on this machine (yet)");
+      return;
+    }
+    for (const auto& m : mounts) check_mount(r, m);
+    return;
+  }
+  for (const auto& want : named) {
+    const std::string m = mountinfo_spelling(want);
+    if (std::find(mounts.begin(), mounts.end(), m) == mounts.end()) {
+      r.add(Verdict::kFail, "mount", want + ": not a wheelhouse mount",
+            "wheelhousefs " + repo + " " + m + " (or name the folder it is mounted on)");
       continue;
     }
-    if (a->dead) {
-      r.add(Verdict::kFail, "mount", m + ": dead (its daemon is gone)",
-            "fusermount3 -u -z " + m + ", then mount again (wheelhousefs detaches it itself)");
-      continue;
-    }
-    const auto& st = a->status;
-    if (!st) {
-      r.add(Verdict::kWarn, "mount", m + ": " + st.error().second);
-      continue;
-    }
-    r.add(Verdict::kPass, "mount",
-          m + ": " + st->value("repo", "?") + "@" + st->value("revision", "?") + " at " +
-              st->value("commit", "?").substr(0, 12) + ", pid " +
-              std::to_string(st->value("pid", 0)) +
-              (st->value("offline", false) || st->value("offline_fallback", false)
-                   ? " (serving the cache only)"
-                   : ""));
+    check_mount(r, m);
   }
 }
 
@@ -344,7 +372,7 @@ int run_doctor(const DoctorOptions& o) {
   }
   check_gpus(r);
   check_python(r);
-  check_mounts(r);
+  check_mounts(r, o.mounts, o.repo);
   std::printf("%s: %d failed, %d warnings\n", r.failures() > 0 ? "not ready" : "ready",
               r.failures(), r.warnings());
   return r.failures() > 0 ? kFailed : kOk;

@@ -1,7 +1,7 @@
 // wheelhouse: the command-line companion of wheelhousefs.
 //
 //   wheelhouse detect [--json|--key] [--pid N] [-o arch=..]  where current/ leads, and why
-//   wheelhouse doctor [REPO] [--endpoint URL] [--offline]   is this machine ready
+//   wheelhouse doctor [REPO] [--endpoint URL] [--offline] [--mount DIR]...  is this machine ready
 //   wheelhouse shell-hook bash|zsh|fish                      the prompt hook (eval it)
 //   wheelhouse pip-config [--mount DIR]                       a pip.conf for current/all/
 //   wheelhouse status [MOUNTPOINT] [--json] [--watch]    a running mount, live
@@ -212,6 +212,8 @@ int run(int argc, char** argv) {
   doctor->add_option("--cache-dir", doctor_opts.cache_dir,
                      "the cache folder to check (default: wheelhousefs's)");
   doctor->add_flag("--offline", doctor_opts.offline, "send no request to the Hub");
+  doctor->add_option("--mount", doctor_opts.mounts,
+                     "check only this mount (repeatable; default: every wheelhouse mount)");
 
   app.footer(kExitCodes);
 

@@ -5,6 +5,8 @@ cache commands aimed at a mount, exit codes (every usage error exits 2), readabl
 import glob
 import json
 import os
+import re
+import signal
 import subprocess
 
 import mounttest
@@ -212,7 +214,10 @@ class Doctor(MountedTestCase):
     def test_doctor_passes_here_and_fails_without_dev_fuse(self):
         m = self.mount(daemon=True)
         self.assertEqual(m.returncode, 0, m.startup_stderr)
-        r = run([CLI, "doctor", "--endpoint", self.hub.hub, "--cache-dir", self.scratch("c")])
+        # --mount: only this mount is asked about (the machine may hold other tenants' mounts,
+        # dead ones included, which the check of every mount below reports).
+        r = run([CLI, "doctor", "--endpoint", self.hub.hub, "--cache-dir", self.scratch("c"),
+                 "--mount", m.mountpoint + "/"])
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         lines = r.stdout.splitlines()
         for check in ("/dev/fuse", "fusermount3", "cache", "token", "hub", "gpu", "python",
@@ -230,6 +235,25 @@ class Doctor(MountedTestCase):
         self.assertRegex(r.stdout, r"(?m)^FAIL  /dev/fuse +is not the FUSE device")
         self.assertIn("--device /dev/fuse", r.stdout)
         self.assertRegex(r.stdout, r"not ready: \d+ failed")
+        # A mount whose daemon was killed: every-mount doctor fails naming it with the fix;
+        # asked about the live one only, it passes; a --mount path that is no mount fails.
+        dead = self.mount("dead")
+        dead.killed = True
+        os.kill(dead.pid, signal.SIGKILL)
+        dead.proc.wait()
+        r = run([CLI, "doctor", "--offline"])
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertRegex(r.stdout, rf"(?m)^FAIL  mount +{re.escape(dead.mountpoint)}: dead \(its daemon")
+        self.assertIn(f"fix: fusermount3 -u -z {dead.mountpoint}", r.stdout)
+        self.assertRegex(r.stdout, rf"(?m)^PASS  mount +{re.escape(m.mountpoint)}: ")
+        r = run([CLI, "doctor", "--offline", "--mount", m.mountpoint])
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertNotIn(dead.mountpoint, r.stdout)
+        r = run([CLI, "doctor", "--offline", "--mount", dead.mountpoint, "--mount", self.tmp])
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertRegex(r.stdout, rf"(?m)^FAIL  mount +{re.escape(dead.mountpoint)}: dead")
+        self.assertRegex(r.stdout, rf"(?m)^FAIL  mount +{re.escape(self.tmp)}: not a wheelhouse")
+        self.assertRegex(r.stdout, r"not ready: 2 failed")
         # An unreachable endpoint fails the hub check, saying the connection was refused.
         r = run([CLI, "doctor", "--endpoint", "http://127.0.0.1:9"])
         self.assertEqual(r.returncode, 1)
