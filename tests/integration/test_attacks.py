@@ -26,6 +26,7 @@ from test_callers import TAG, activated, real_venv
 
 FAKE_CUDART = os.path.join(mounttest.BUILD_DIR, "tests", "unit", "target", "libfake_cudart.so")
 HELPER = os.path.join(mounttest.BUILD_DIR, "tests", "unit", "cache", "cache_test_helper")
+HINT = os.path.join(mounttest.BUILD_DIR, "tools", "wheelhouse-hint")
 GPUS = {"FAKE_CUDA_DEVICES": "8.9"}
 USER, UID = "whfs-hostile", 4242
 OTHER, OTHER_UID = "whfs-bystander", 4243
@@ -195,6 +196,18 @@ class Reentrant(Hostile):
         self.assertGreaterEqual(t["timed_out"], 1)
         self.assertGreaterEqual(t["refused_busy"], 1)
         self.assertLessEqual(t["in_flight"], 4)
+        # The prompt hook's helper asks every mount it is given (by default every one on the
+        # machine, a stopped one too): that one costs the prompt its 3 s deadline, not forever,
+        # and the mount that answers still takes the hint.
+        took = time.monotonic()
+        r = subprocess.run([HINT, "-v", hung.mountpoint, self.mnt], capture_output=True,
+                           text=True, env={"PATH": "/usr/bin:/bin"}, timeout=30)
+        took = time.monotonic() - took
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn(f"{hung.mountpoint}: no answer in 3 s (its daemon is stopped or hung)",
+                      r.stderr)
+        self.assertIn(f"{self.mnt}: targets/", r.stdout)
+        self.assertLess(took, 3 + 1.5)
         # Once that filesystem answers again, the stuck readings end.
         os.kill(hung.pid, signal.SIGCONT)
         self.assertTrue(wait_for(lambda: self.m.status()["targets"]["in_flight"] == 0,
