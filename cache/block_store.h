@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "cache/audience.h"
 #include "cache/cache_error.h"
 #include "cache/content_id.h"
 #include "fs/common/function_ref.h"
@@ -88,6 +89,12 @@ class BlockStore {
   };
   // The claim, or nullptr when another process holds it now.
   virtual Result<std::unique_ptr<DownloadClaim>> claim_download(const ContentId& id) = 0;
+
+  // Who may read a content's bytes (audience.h): whether one of `readable` holds a grant for
+  // it, and recording one for `audience`. The blocks are shared by everybody who may read them;
+  // a grant outlives the blocks (it says who may, not what is there).
+  virtual Result<bool> granted(const ContentId& id, Audiences readable) = 0;
+  virtual Result<void> grant(const ContentId& id, Audience audience) = 0;
 };
 
 }  // namespace whfs::cache

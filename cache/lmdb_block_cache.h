@@ -79,6 +79,12 @@ class LmdbBlockCache final : public MetadataTiers {
   Result<std::unique_ptr<DownloadClaim>> claim_download(const ContentId& id) override {
     return claims_.claim(id);
   }
+  Result<bool> granted(const ContentId& id, Audiences readable) override {
+    return metadata_.granted(id.to_string(), readable);
+  }
+  Result<void> grant(const ContentId& id, Audience audience) override {
+    return metadata_.grant(id.to_string(), audience);
+  }
   Result<void> refresh_pins() override;
   Result<void> flush() override;
   Result<CacheStats> stats() override;

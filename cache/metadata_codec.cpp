@@ -107,8 +107,24 @@ std::optional<std::vector<RemoteEntry>> decode_listing(std::span<const std::byte
   return entries;
 }
 
-MetadataKey wheel_metadata_key(std::string_view content_id) {
-  return metadata_key({"wheel-metadata", content_id});
+MetadataKey wheel_metadata_key(std::string_view content_id, std::string_view audience) {
+  return metadata_key({"wheel-metadata", content_id, audience});
+}
+
+MetadataKey grant_key(std::string_view content_id, std::string_view audience) {
+  return metadata_key({"grant", content_id, audience});
+}
+
+std::string encode_grant(const MetadataKey& key) {
+  ByteWriter w;
+  w.u8(kVersion);
+  w.str(key.echo);
+  return w.take();
+}
+
+bool decode_grant(std::span<const std::byte> value, const MetadataKey& key) {
+  ByteReader r(value);
+  return read_header(r, key) && r.done();
 }
 
 std::string encode_wheel_metadata(const MetadataKey& key, const WheelMetadataRecord& record) {

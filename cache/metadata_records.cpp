@@ -1,20 +1,56 @@
-// MetadataRecords: persisted metadata (revisions, listings, wheel metadata). All of it works
-// while other processes use the cache.
+// MetadataRecords: persisted metadata (revisions, listings, wheel metadata, grants), each under
+// its audience (audience.h). All of it works while other processes use the cache.
 
 #include "cache/metadata_records.h"
 
 #include <spdlog/spdlog.h>
 
+#include <functional>
+
 #include "cache/guard.h"
 
 namespace whfs::cache {
+namespace {
+
+std::vector<MetadataKey> keys_for(Audiences readable,
+                                  const std::function<MetadataKey(std::string_view)>& key_of) {
+  std::vector<MetadataKey> keys;
+  keys.reserve(readable.size());
+  for (const auto& a : readable) keys.push_back(key_of(a));
+  return keys;
+}
+
+}  // namespace
+
+template <typename Decode>
+Result<std::optional<std::size_t>> MetadataRecords::first_of(lmdb::Dbi db,
+                                                             const std::vector<MetadataKey>& keys,
+                                                             Decode decode, bool& garbage) {
+  std::optional<std::size_t> found;
+  auto ok = engine_.read([&](ReadTxnPool::Reader& rd) -> lmdb::Res<void> {
+    for (std::size_t i = 0; i < keys.size() && !found; ++i) {
+      auto v = rd.txn.get(db, lmdb::as_bytes(keys[i].key));
+      if (!v) return lmdb::fail(v);
+      if (!*v) continue;
+      if (decode(**v, keys[i])) {
+        found = i;
+      } else {
+        garbage = true;
+      }
+    }
+    return {};
+  });
+  if (!ok) return Unexpected<CacheError>{ok.error()};
+  return found;
+}
 
 Result<void> MetadataRecords::put_revision(std::string_view endpoint, std::string_view repo,
-                                           std::string_view rev, std::string_view commit,
+                                           std::string_view rev, Audience audience,
+                                           std::string_view commit,
                                            std::chrono::system_clock::time_point resolved_at) {
   return guarded("cache put_revision", [&]() -> Result<void> {
-    const MetadataKey key = metadata_key({endpoint, repo, rev});
-    const std::string value = encode_revision(key, {std::string(commit), resolved_at});
+    const MetadataKey key = metadata_key({endpoint, repo, rev, audience.name});
+    const std::string value = encode_revision(key, {std::string(commit), resolved_at, {}});
     return engine_.write(0, [&](WriteScope& s) {
       return s.txn.put(engine_.dbs().revisions, lmdb::as_bytes(key.key), lmdb::as_bytes(value));
     });
@@ -23,32 +59,36 @@ Result<void> MetadataRecords::put_revision(std::string_view endpoint, std::strin
 
 Result<std::optional<RevisionRecord>> MetadataRecords::get_revision(std::string_view endpoint,
                                                                     std::string_view repo,
-                                                                    std::string_view rev) {
+                                                                    std::string_view rev,
+                                                                    Audiences readable) {
   using Out = Result<std::optional<RevisionRecord>>;
   return guarded("cache get_revision", [&]() -> Out {
-    const MetadataKey key = metadata_key({endpoint, repo, rev});
+    const auto keys = keys_for(readable, [&](std::string_view a) {
+      return metadata_key({endpoint, repo, rev, a});
+    });
     std::optional<RevisionRecord> out;
     bool garbage = false;
-    auto ok = engine_.read([&](ReadTxnPool::Reader& rd) -> lmdb::Res<void> {
-      auto v = rd.txn.get(engine_.dbs().revisions, lmdb::as_bytes(key.key));
-      if (!v) return lmdb::fail(v);
-      if (*v) {
-        out = decode_revision(**v, key);
-        garbage = !out;
-      }
-      return {};
-    });
-    if (!ok) return Unexpected<CacheError>{ok.error()};
+    auto found = first_of(
+        engine_.dbs().revisions, keys,
+        [&](std::span<const std::byte> v, const MetadataKey& k) {
+          out = decode_revision(v, k);
+          return out.has_value();
+        },
+        garbage);
+    if (!found) return Unexpected<CacheError>{found.error()};
     if (garbage) spdlog::warn("cache: unreadable revision record for {}@{} ignored", repo, rev);
+    if (!*found) return std::optional<RevisionRecord>();
+    out->audience = readable[**found];
     return out;
   });
 }
 
 Result<void> MetadataRecords::put_listing(std::string_view endpoint, std::string_view repo,
                                           std::string_view commit, std::string_view folder,
+                                          Audience audience,
                                           const std::vector<RemoteEntry>& entries) {
   return guarded("cache put_listing", [&]() -> Result<void> {
-    const MetadataKey key = metadata_key({endpoint, repo, commit, folder});
+    const MetadataKey key = metadata_key({endpoint, repo, commit, folder, audience.name});
     const std::string value = encode_listing(key, entries);
     return engine_.write(value.size(), [&](WriteScope& s) {
       return s.txn.put(engine_.dbs().listings, lmdb::as_bytes(key.key), lmdb::as_bytes(value));
@@ -57,7 +97,7 @@ Result<void> MetadataRecords::put_listing(std::string_view endpoint, std::string
 }
 
 Result<void> MetadataRecords::put_listings(std::string_view endpoint, std::string_view repo,
-                                           std::string_view commit,
+                                           std::string_view commit, Audience audience,
                                            const std::vector<FolderListing>& listings) {
   return guarded("cache put_listings", [&]() -> Result<void> {
     // In write transactions of up to 8 MiB of records: one per folder made the 4000 folders of
@@ -80,7 +120,7 @@ Result<void> MetadataRecords::put_listings(std::string_view endpoint, std::strin
       return ok;
     };
     for (const auto& l : listings) {
-      MetadataKey key = metadata_key({endpoint, repo, commit, l.folder});
+      MetadataKey key = metadata_key({endpoint, repo, commit, l.folder, audience.name});
       std::string value = encode_listing(key, *l.entries);
       bytes += value.size() + key.key.size();
       batch.emplace_back(std::move(key), std::move(value));
@@ -94,33 +134,34 @@ Result<void> MetadataRecords::put_listings(std::string_view endpoint, std::strin
 
 Result<std::optional<std::vector<RemoteEntry>>> MetadataRecords::get_listing(
     std::string_view endpoint, std::string_view repo, std::string_view commit,
-    std::string_view folder) {
+    std::string_view folder, Audiences readable) {
   using Out = Result<std::optional<std::vector<RemoteEntry>>>;
   return guarded("cache get_listing", [&]() -> Out {
-    const MetadataKey key = metadata_key({endpoint, repo, commit, folder});
+    const auto keys = keys_for(readable, [&](std::string_view a) {
+      return metadata_key({endpoint, repo, commit, folder, a});
+    });
     std::optional<std::vector<RemoteEntry>> out;
     bool garbage = false;
-    auto ok = engine_.read([&](ReadTxnPool::Reader& rd) -> lmdb::Res<void> {
-      auto v = rd.txn.get(engine_.dbs().listings, lmdb::as_bytes(key.key));
-      if (!v) return lmdb::fail(v);
-      if (*v) {
-        out = decode_listing(**v, key);
-        garbage = !out;
-      }
-      return {};
-    });
-    if (!ok) return Unexpected<CacheError>{ok.error()};
+    auto found = first_of(
+        engine_.dbs().listings, keys,
+        [&](std::span<const std::byte> v, const MetadataKey& k) {
+          out = decode_listing(v, k);
+          return out.has_value();
+        },
+        garbage);
+    if (!found) return Unexpected<CacheError>{found.error()};
     if (garbage) {
       spdlog::warn("cache: unreadable listing of {}@{}:{} ignored", repo, commit, folder);
     }
+    if (!*found) return std::optional<std::vector<RemoteEntry>>();
     return out;
   });
 }
 
-Result<void> MetadataRecords::put_wheel_metadata(std::string_view content_id,
+Result<void> MetadataRecords::put_wheel_metadata(std::string_view content_id, Audience audience,
                                                  const WheelMetadataRecord& record) {
   return guarded("cache put_wheel_metadata", [&]() -> Result<void> {
-    const MetadataKey key = wheel_metadata_key(content_id);
+    const MetadataKey key = wheel_metadata_key(content_id, audience.name);
     const std::string value = encode_wheel_metadata(key, record);
     return engine_.write(value.size(), [&](WriteScope& s) {
       return s.txn.put(engine_.dbs().listings, lmdb::as_bytes(key.key), lmdb::as_bytes(value));
@@ -129,19 +170,44 @@ Result<void> MetadataRecords::put_wheel_metadata(std::string_view content_id,
 }
 
 Result<std::optional<WheelMetadataRecord>> MetadataRecords::get_wheel_metadata(
-    std::string_view content_id) {
+    std::string_view content_id, Audiences readable) {
   using Out = Result<std::optional<WheelMetadataRecord>>;
   return guarded("cache get_wheel_metadata", [&]() -> Out {
-    const MetadataKey key = wheel_metadata_key(content_id);
+    const auto keys =
+        keys_for(readable, [&](std::string_view a) { return wheel_metadata_key(content_id, a); });
     std::optional<WheelMetadataRecord> out;
-    auto ok = engine_.read([&](ReadTxnPool::Reader& rd) -> lmdb::Res<void> {
-      auto v = rd.txn.get(engine_.dbs().listings, lmdb::as_bytes(key.key));
-      if (!v) return lmdb::fail(v);
-      if (*v) out = decode_wheel_metadata(**v, key);
-      return {};
-    });
-    if (!ok) return Unexpected<CacheError>{ok.error()};
+    bool garbage = false;
+    auto found = first_of(
+        engine_.dbs().listings, keys,
+        [&](std::span<const std::byte> v, const MetadataKey& k) {
+          out = decode_wheel_metadata(v, k);
+          return out.has_value();
+        },
+        garbage);
+    if (!found) return Unexpected<CacheError>{found.error()};
+    if (!*found) return std::optional<WheelMetadataRecord>();
     return out;
+  });
+}
+
+Result<void> MetadataRecords::grant(std::string_view content_id, Audience audience) {
+  return guarded("cache grant", [&]() -> Result<void> {
+    const MetadataKey key = grant_key(content_id, audience.name);
+    const std::string value = encode_grant(key);
+    return engine_.write(0, [&](WriteScope& s) {
+      return s.txn.put(engine_.dbs().listings, lmdb::as_bytes(key.key), lmdb::as_bytes(value));
+    });
+  });
+}
+
+Result<bool> MetadataRecords::granted(std::string_view content_id, Audiences readable) {
+  return guarded("cache granted", [&]() -> Result<bool> {
+    const auto keys =
+        keys_for(readable, [&](std::string_view a) { return grant_key(content_id, a); });
+    bool garbage = false;
+    auto found = first_of(engine_.dbs().listings, keys, decode_grant, garbage);
+    if (!found) return Unexpected<CacheError>{found.error()};
+    return found->has_value();
   });
 }
 

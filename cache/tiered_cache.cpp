@@ -56,4 +56,12 @@ Result<std::optional<ContentState>> TieredCache::content_state(const ContentId& 
   return from_lower(id) ? lower_->content_state(id) : upper_->content_state(id);
 }
 
+Result<bool> TieredCache::granted(const ContentId& id, Audiences readable) {
+  auto up = upper_->granted(id, readable);
+  if (up && *up) return up;
+  auto low = lower_->granted(id, readable);
+  if (low && *low) return low;
+  return up;
+}
+
 }  // namespace whfs::cache

@@ -38,6 +38,11 @@ class TieredCache final : public MetadataTiers {
   Result<std::unique_ptr<DownloadClaim>> claim_download(const ContentId& id) override {
     return upper_->claim_download(id);
   }
+  // A grant of either tier counts; new ones go to the upper tier.
+  Result<bool> granted(const ContentId& id, Audiences readable) override;
+  Result<void> grant(const ContentId& id, Audience audience) override {
+    return upper_->grant(id, audience);
+  }
 
   // Maintenance is the upper tier's: the lower one is not this mount's to change.
   Result<void> refresh_pins() override { return upper_->refresh_pins(); }
@@ -96,27 +101,30 @@ class NullCache final : public BlockCache {
   Result<std::unique_ptr<DownloadClaim>> claim_download(const ContentId&) override {
     return std::make_unique<DownloadClaim>();
   }
-  Result<void> put_revision(std::string_view, std::string_view, std::string_view, std::string_view,
-                            std::chrono::system_clock::time_point) override {
+  Result<bool> granted(const ContentId&, Audiences) override { return false; }
+  Result<void> grant(const ContentId&, Audience) override { return busy(); }
+  Result<void> put_revision(std::string_view, std::string_view, std::string_view, Audience,
+                            std::string_view, std::chrono::system_clock::time_point) override {
     return busy();
   }
   Result<std::optional<RevisionRecord>> get_revision(std::string_view, std::string_view,
-                                                     std::string_view) override {
+                                                     std::string_view, Audiences) override {
     return std::optional<RevisionRecord>();
   }
   Result<void> put_listing(std::string_view, std::string_view, std::string_view, std::string_view,
-                           const std::vector<RemoteEntry>&) override {
+                           Audience, const std::vector<RemoteEntry>&) override {
     return busy();
   }
   Result<std::optional<std::vector<RemoteEntry>>> get_listing(std::string_view, std::string_view,
-                                                              std::string_view,
-                                                              std::string_view) override {
+                                                              std::string_view, std::string_view,
+                                                              Audiences) override {
     return std::optional<std::vector<RemoteEntry>>();
   }
-  Result<void> put_wheel_metadata(std::string_view, const WheelMetadataRecord&) override {
+  Result<void> put_wheel_metadata(std::string_view, Audience, const WheelMetadataRecord&) override {
     return busy();
   }
-  Result<std::optional<WheelMetadataRecord>> get_wheel_metadata(std::string_view) override {
+  Result<std::optional<WheelMetadataRecord>> get_wheel_metadata(std::string_view,
+                                                                Audiences) override {
     return std::optional<WheelMetadataRecord>();
   }
   Result<void> refresh_pins() override { return {}; }

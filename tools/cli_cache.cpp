@@ -143,13 +143,23 @@ std::map<std::string, std::vector<std::string>> paths_in_tree(
   const std::string endpoint = mount.value("endpoint", "");
   const std::string repo = mount.value("repo", "");
   const std::string commit = mount.value("commit", "");
+  // The mount's own audiences (a mount of an older version: public only).
+  std::vector<std::string> readable{std::string(cache::kPublicAudience)};
+  if (const auto a = mount.find("audiences"); a != mount.end() && a->is_object() &&
+                                              a->contains("readable") &&
+                                              (*a)["readable"].is_array()) {
+    readable.clear();
+    for (const auto& r : (*a)["readable"]) {
+      if (r.is_string()) readable.push_back(r.get<std::string>());
+    }
+  }
   std::vector<std::string> folders{""};
   std::size_t seen = 0;
   while (!folders.empty() && seen < 100000) {
     const std::string folder = std::move(folders.back());
     folders.pop_back();
     ++seen;
-    auto l = c.get_listing(endpoint, repo, commit, folder);
+    auto l = c.get_listing(endpoint, repo, commit, folder, readable);
     if (!l || !*l) continue;
     for (const auto& e : **l) {
       if (e.is_dir()) {

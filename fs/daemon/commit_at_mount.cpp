@@ -18,6 +18,11 @@ std::int64_t parse_iso8601(const std::string& s) {
   return timegm(&tm);
 }
 
+// Whose records an offline mount may use, in words.
+std::string whose(const cache::AccessScope& scope) {
+  return scope.has_credential() ? "this token" : "a mount without a token";
+}
+
 }  // namespace
 
 std::int64_t mtime_of(const hub::Revision& rev) {
@@ -28,10 +33,12 @@ std::int64_t mtime_of(const hub::Revision& rev) {
 Expected<hub::Revision, hub::HubError> resolve_and_record(hub::HubClient& hub,
                                                           cache::BlockCache& cache,
                                                           const RevisionKey& key,
+                                                          cache::AccessScope& scope,
                                                           Deadline deadline) {
   auto rev = hub.resolve_revision(key.revision, deadline);
   if (!rev) return rev;
-  if (auto r = cache.put_revision(key.endpoint, key.repo, key.revision, rev->commit,
+  scope.set_repo_public(rev->is_public);
+  if (auto r = cache.put_revision(key.endpoint, key.repo, key.revision, scope.write(), rev->commit,
                                   std::chrono::system_clock::now());
       !r) {
     spdlog::warn("cannot record the revision in the cache: {}", r.error().message);
@@ -41,8 +48,9 @@ Expected<hub::Revision, hub::HubError> resolve_and_record(hub::HubClient& hub,
 
 Expected<MountCommit, std::string> commit_at_mount(hub::HubClient& hub, cache::BlockCache& cache,
                                                    const RevisionKey& key,
+                                                   cache::AccessScope& scope,
                                                    const std::string& cache_dir) {
-  auto known = cache.get_revision(key.endpoint, key.repo, key.revision);
+  auto known = cache.get_revision(key.endpoint, key.repo, key.revision, scope.readable());
   std::optional<cache::RevisionRecord> last;
   if (known && *known) last = **known;
   MountCommit out;
@@ -50,7 +58,7 @@ Expected<MountCommit, std::string> commit_at_mount(hub::HubClient& hub, cache::B
   if (!hub.offline()) {
     // With a cached commit to fall back on, do not keep the user waiting for a slow Hub.
     const auto deadline = Clock::now() + (last ? 3s : 8s);
-    auto rev = resolve_and_record(hub, cache, key, deadline);
+    auto rev = resolve_and_record(hub, cache, key, scope, deadline);
     if (rev) {
       out.commit = rev->commit;
       out.mtime = mtime_of(*rev);
@@ -71,7 +79,7 @@ Expected<MountCommit, std::string> commit_at_mount(hub::HubClient& hub, cache::B
     if (!last) {
       return unexpected("cannot reach the Hub at " + key.endpoint + ": " +
                         rev.error().short_cause() + "\n  and the cache " + cache_dir +
-                        " has no copy of " + what +
+                        " has no copy of " + what + " for " + whose(scope) +
                         " to serve offline (check the network, proxy= or HTTPS_PROXY)");
     }
     spdlog::warn(
@@ -81,10 +89,13 @@ Expected<MountCommit, std::string> commit_at_mount(hub::HubClient& hub, cache::B
     out.offline_note = ", offline fallback";
   } else {
     if (!last) {
-      return unexpected("offline, and the cache in " + cache_dir + " has no copy of " + what);
+      return unexpected("offline, and the cache in " + cache_dir + " has no copy of " + what +
+                        " for " + whose(scope) +
+                        "\n  (what another credential fetched is not served without it)");
     }
     out.offline_note = ", offline";
   }
+  scope.set_repo_public(last->audience == cache::kPublicAudience);
   out.commit = last->commit;
   out.mtime = std::chrono::system_clock::to_time_t(last->resolved_at);
   return out;

@@ -20,6 +20,7 @@
 #include "fs/fuse/fuse_mount.h"
 #include "fs/hub/hub_client.h"
 #include "fs/hub/offline_hub.h"
+#include "fs/hub/token.h"
 #include "fs/metrics/metrics.h"
 #include "fs/namespace/namespace.h"
 #include "fs/namespace/targets_view.h"
@@ -101,7 +102,11 @@ class MountApp {
 
     hub_ = o_.offline ? std::make_unique<hub::OfflineHub>()
                       : hub::make_hub_client(hub_config(o_, endpoint, *repo));
-    auto at = commit_at_mount(*hub_, *cache_, key_, o_.cache_dir);
+    // Whose records of a shared cache this mount may read, and whose it writes: the
+    // credential it holds now (cache/audience.h).
+    scope_ = std::make_unique<cache::AccessScope>(
+        cache::credential_audience(endpoint, hub::TokenSource(o_.token_file).token().value_or("")));
+    auto at = commit_at_mount(*hub_, *cache_, key_, *scope_, o_.cache_dir);
     if (!at) return unexpected(at.error());
     at_mount_ = std::move(*at);
 
@@ -117,12 +122,12 @@ class MountApp {
     // client's limit on what one listing may make it hold): a 100k-entry repository is 113
     // requests instead of 4000 folder listings one after another (and the first 100 pages,
     // thrown away before, when the limit was 100).
-    listings_ = std::make_unique<CachedListingSource>(*hub_, *cache_, endpoint, key_.repo, 60s,
-                                                      kSubtreePages, own_listings);
+    listings_ = std::make_unique<CachedListingSource>(*hub_, *cache_, *scope_, endpoint, key_.repo,
+                                                      60s, kSubtreePages, own_listings);
     auto rc = reader_config(o_);
     rc.fetcher.trust_cache = own_listings;
     rc.fetcher.peek_verified_only = !own_listings;  // a wheel's METADATA: not a co-tenant's
-    reader_ = std::make_unique<reader::Reader>(*cache_, *hub_, rc);
+    reader_ = std::make_unique<reader::Reader>(*cache_, *hub_, *scope_, rc);
     target::CallerTargetsConfig tc;
     tc.overrides = o_.target;
     tc.per_caller = o_.current_per_caller;
@@ -130,8 +135,8 @@ class MountApp {
     callers_ =
         std::make_unique<target::CallerTargets>(tc, std::move(gpus), target::host_platform());
     views_ = std::make_unique<TargetCallerViews>(*callers_);
-    wheel_meta_ = std::make_unique<wheel::WheelMetadataService>(*reader_, *cache_, o_.read_timeout,
-                                                                own_listings);
+    wheel_meta_ = std::make_unique<wheel::WheelMetadataService>(*reader_, *cache_, *scope_,
+                                                                o_.read_timeout, own_listings);
     index_meta_ = std::make_unique<wheel::WheelIndexMetadata>(*wheel_meta_);
     targets_ = std::make_unique<ns::TargetsView>(*listings_, callers_->host(), index_meta_.get());
     targets_->set_current_keys(
@@ -146,7 +151,7 @@ class MountApp {
     // Before anything that reports (the status xattr, the metrics' first textfile): both read
     // its facts.
     refresher_ = std::make_unique<Refresher>(
-        o_, key_, Refresher::Parts{*hub_, *cache_, *names_, *callers_, *fs_});
+        o_, key_, Refresher::Parts{*hub_, *cache_, *scope_, *names_, *callers_, *fs_});
     // Streaming readers may have been handed bytes of a download that then failed its hash:
     // the kernel drops its pages of that content (from the refresher's thread).
     reader_->set_corrupt_listener(
@@ -186,7 +191,7 @@ class MountApp {
 
   std::string status() {
     return status_json(
-        StatusParts{o_, key_, *hub_, *cache_, *names_, *reader_, *callers_, *wheel_meta_},
+        StatusParts{o_, key_, *hub_, *cache_, *scope_, *names_, *reader_, *callers_, *wheel_meta_},
         StatusFacts{!at_mount_.offline_note.empty(), mounted_at_, metrics_url_,
                     refresher_->facts()});
   }
@@ -217,6 +222,7 @@ class MountApp {
   // refresher, the metrics and the FUSE mount first).
   std::unique_ptr<cache::BlockCache> cache_;
   std::unique_ptr<hub::HubClient> hub_;
+  std::unique_ptr<cache::AccessScope> scope_;
   std::unique_ptr<CachedListingSource> listings_;
   std::unique_ptr<reader::Reader> reader_;
   std::unique_ptr<target::CallerTargets> callers_;

@@ -132,7 +132,7 @@ void Refresher::refresh() {
   std::string commit = p_.names.commit();
   std::int64_t mtime = p_.names.mtime();
   if (!p_.hub.offline()) {
-    auto rev = resolve_and_record(p_.hub, p_.cache, key_, Clock::now() + 30s);
+    auto rev = resolve_and_record(p_.hub, p_.cache, key_, p_.scope, Clock::now() + 30s);
     if (!rev) {
       spdlog::warn("refresh of {} failed: {}", what, rev.error().describe());
       note("failed: " + rev.error().describe(), false);

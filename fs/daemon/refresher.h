@@ -37,6 +37,7 @@ class Refresher {
   struct Parts {
     hub::HubClient& hub;
     cache::BlockCache& cache;
+    cache::AccessScope& scope;
     ns::Namespace& names;
     target::CallerTargets& callers;
     Filesystem& fs;

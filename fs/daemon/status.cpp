@@ -28,6 +28,10 @@ std::string status_json(const StatusParts& p, const StatusFacts& f) {
   j["cache_group"] = o.cache_group;
   const CacheTrust trust = cache_trust(o, p.cache);
   j["cache_trust"] = {{"trusted", trust.trusted}, {"why", trust.why}};
+  // Whose records of the cache it reads, and whose it writes (cache/audience.h).
+  j["audiences"] = {{"readable", p.scope.readable()},
+                    {"writes", std::string(p.scope.write().name)},
+                    {"repo_public", p.scope.repo_public()}};
   j["mounted_at"] = f.mounted_at;
   j["now"] = std::time(nullptr);
   j["commit_time"] = p.names.mtime();

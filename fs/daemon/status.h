@@ -23,6 +23,7 @@ struct StatusParts {
   const RevisionKey& key;
   const hub::HubClient& hub;
   cache::BlockCache& cache;
+  const cache::AccessScope& scope;
   ns::Namespace& names;
   reader::Reader& reader;
   const target::CallerTargets& callers;

@@ -130,13 +130,13 @@ class CurlHubClient final : public HubClient {
 
   Expected<Revision, HubError> resolve_revision(std::string_view revision,
                                                 Deadline deadline) override {
-    const std::string url =
-        api_base_ + "/revision/" + encode_segment(revision) + "?expand=sha&expand=lastModified";
+    const std::string url = api_base_ + "/revision/" + encode_segment(revision) +
+                            "?expand=sha&expand=lastModified&expand=private&expand=gated";
     auto resp = api_get(url, deadline);
     if (!resp) return unexpected(std::move(resp).error());
     auto info = parse_revision_info(resp->body);
     if (!info) return unexpected(std::move(info).error());
-    return Revision{info->commit, info->last_modified};
+    return Revision{info->commit, info->last_modified, info->is_public};
   }
 
   Expected<std::vector<RemoteEntry>, HubError> list_folder(std::string_view commit,

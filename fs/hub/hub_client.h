@@ -42,6 +42,9 @@ Expected<RepoRef, std::string> parse_repo_ref(std::string_view text);
 struct Revision {
   std::string commit;         // 40 hex
   std::string last_modified;  // ISO-8601, may be empty
+  // The Hub said the repository is neither private nor gated: what is fetched from it may be
+  // shared with every daemon of a shared cache (cache/audience.h).
+  bool is_public = false;
 };
 
 // A file at a pinned commit, as listed.

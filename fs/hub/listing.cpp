@@ -166,6 +166,10 @@ Expected<RevisionInfo, HubError> parse_revision_info(std::string_view body) {
   if (const json* lm = field(doc, "lastModified"); lm != nullptr && lm->is_string()) {
     info.last_modified = lm->get<std::string>();
   }
+  const json* priv = field(doc, "private");
+  const json* gated = field(doc, "gated");
+  info.is_public = priv != nullptr && priv->is_boolean() && !priv->get<bool>() &&
+                   gated != nullptr && gated->is_boolean() && !gated->get<bool>();
   return info;
 }
 

@@ -41,9 +41,11 @@ std::optional<std::string> check_remote_path(std::string_view path, std::string_
 struct RevisionInfo {
   std::string commit;         // 40 hex
   std::string last_modified;  // ISO-8601 as sent, may be empty
+  bool is_public = false;     // "private": false and "gated": false, both sent
 };
 
-// Parses GET /api/datasets/{repo}/revision/{rev}: requires "sha" as 40 hex.
+// Parses GET /api/datasets/{repo}/revision/{rev}: requires "sha" as 40 hex. A repository is
+// public only when the body says both "private": false and "gated": false.
 Expected<RevisionInfo, HubError> parse_revision_info(std::string_view body);
 
 // The URL of rel="next" in a Link header (RFC 8288), or nullopt.

@@ -1,11 +1,16 @@
 #include "fs/reader/fetcher.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
+#include <random>
 
 namespace whfs::reader {
 
-Fetcher::Fetcher(cache::BlockStore& store, hub::HubClient& hub, FetcherConfig config)
+Fetcher::Fetcher(cache::BlockStore& store, hub::HubClient& hub, const cache::AccessScope& scope,
+                 FetcherConfig config)
     : store_(store),
+      scope_(scope),
       config_(config),
       gate_(config_),
       memory_(config_.memory_limit),
@@ -47,6 +52,79 @@ Expected<void, ReadError> Fetcher::check_complete(const FileContent& c, bool ver
   return verify_cached(c);
 }
 
+// ---- who may read what ---------------------------------------------------------------------
+
+Expected<bool, ReadError> Fetcher::admit(const FileContent& c, const WaitPolicy& wait) {
+  if (gate_.admitted(c.id)) return true;
+  if (auto g = store_.granted(c.id, scope_.readable()); g && *g) {
+    gate_.admit(c.id);
+    return true;
+  }
+  return prove(c, wait);
+}
+
+Expected<bool, ReadError> Fetcher::prove(const FileContent& c, const WaitPolicy& wait) {
+  const std::uint32_t bs = store_.block_size();
+  const std::uint32_t total = block_count(c.size, bs);
+  auto missing = downloads_.missing_blocks(c, BlockRange{0, total});
+  if (!missing || missing->size() == total) return false;  // nothing stored: fetch it
+  if (missing->empty()) {
+    // The cache withholds a complete content until it matched its hash: hash it first (a
+    // mismatch drops it, and it is fetched like any other).
+    if (auto st = store_.content_state(c.id); st && *st && !(*st)->verified) {
+      if (auto v = verify_cached(c); !v) return unexpected(v.error());
+    }
+  }
+  std::vector<std::uint32_t> stored;
+  stored.reserve(total - missing->size());
+  for (std::uint32_t b = 0, m = 0; b < total; ++b) {
+    if (m < missing->size() && (*missing)[m] == b) {
+      ++m;
+    } else {
+      stored.push_back(b);
+    }
+  }
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  const std::uint32_t block = stored[rng() % stored.size()];
+  const std::uint64_t start = static_cast<std::uint64_t>(block) * bs;
+  const std::uint64_t block_len = std::min<std::uint64_t>(bs, c.size - start);
+  const auto len = static_cast<std::size_t>(std::min<std::uint64_t>(kProofBytes, block_len));
+  const std::uint64_t offset = start + rng() % (block_len - len + 1);
+  auto ours = copy_present(c, offset, len);
+  if (!ours) return false;  // gone meanwhile: fetch it
+  std::string hubs(len, '\0');
+  auto got = downloads_.get_range(c, offset, std::as_writable_bytes(std::span<char>(hubs)),
+                                  Clock::now() + config_.request_timeout, wait.cancel);
+  if (!got) return unexpected(got.error());
+  if (hubs != *ours) {
+    spdlog::error(
+        "{}: the Hub's bytes at {} differ from the cached copy another mount fetched; "
+        "not served",
+        c.path, offset);
+    return unexpected(
+        ReadError{FsErrorKind::kIo, c.path + ": the Hub's bytes differ from the cached copy"});
+  }
+  spdlog::debug("{}: may read the cached copy (proved with {} bytes at {})", c.path, len, offset);
+  fetched_here(c);
+  return true;
+}
+
+void Fetcher::fetched_here(const FileContent& c) {
+  if (!gate_.admit(c.id)) return;
+  if (auto r = store_.grant(c.id, scope_.write()); !r) {
+    spdlog::debug("{}: no grant recorded in the cache ({})", c.path, r.error().message);
+  }
+}
+
+Expected<Source, ReadError> Fetcher::admitted_or_proven(const FileContent& c, Source s,
+                                                        const WaitPolicy& wait) {
+  if (s.memory) return s;
+  // Made servable by a download of this process, or of another one (waited for, or there
+  // before): a grant of this process's audiences, or a proof.
+  if (auto a = admit(c, wait); !a) return unexpected(a.error());
+  return s;  // not admitted: nothing stored any more; the reader asks again
+}
+
 // ---- ensure ------------------------------------------------------------------------------
 
 Expected<Source, ReadError> Fetcher::ensure(const FileContent& content, BlockRange need,
@@ -54,8 +132,11 @@ Expected<Source, ReadError> Fetcher::ensure(const FileContent& content, BlockRan
                                             std::optional<BlockRange> then) {
   if (auto e = refused(content)) return unexpected(std::move(*e));
   if (auto m = memory_.hit(content.id)) return Source{std::move(m)};
+  // Nothing of the cache is served before the end of ensure(): it is admitted there (a grant
+  // recorded meanwhile by a download of the same audience is found then, without a proof).
   auto r = gate_.streams(content.id) ? ensure_streaming(content, need, wait, then)
                                      : ensure_verified(content, need, wait);
+  if (r) r = admitted_or_proven(content, std::move(*r), wait);
   if (!r) {
     gate_.remember_failure(content.id, r.error());
     if (r.error().kind == FsErrorKind::kInterrupted && wait.cancel && wait.cancel->cancelled()) {
@@ -100,6 +181,7 @@ Expected<Source, ReadError> Fetcher::ensure_verified(const FileContent& c, Block
     auto r = downloads_.fetch_blocks(c, *missing, wait, std::nullopt);
     if (!r) return unexpected(r.error());
     if (*r == Stored::kNotKept) return fetch_to_memory(c, wait, "the cache could not keep it");
+    fetched_here(c);
   }
   return unexpected(
       ReadError{FsErrorKind::kIo, c.path + ": its blocks keep leaving the cache while it is read"});
@@ -122,6 +204,7 @@ Expected<Source, ReadError> Fetcher::ensure_streaming(const FileContent& c, Bloc
   auto r = downloads_.fetch_blocks(c, *missing, wait, then);
   if (!r) return unexpected(r.error());
   if (*r == Stored::kNotKept) return fetch_to_memory(c, wait, "the cache could not keep it");
+  fetched_here(c);
   return Source{};
 }
 
@@ -180,8 +263,17 @@ Expected<std::string, ReadError> Fetcher::peek(const FileContent& c, std::uint64
   }
   const BlockRange need = blocks_for(offset, size, c.size, store_.block_size());
   const bool from_cache = gate_.may_peek_cache(c.id);
+  if (from_cache) {
+    if (auto a = admit(c, wait); !a) {
+      gate_.remember_failure(c.id, a.error());
+      return unexpected(a.error());
+    }
+  }
   for (int attempt = 0; from_cache && attempt < 3; ++attempt) {
-    if (auto bytes = copy_present(c, offset, size)) return std::move(*bytes);
+    // Only what this process may read (another audience's blocks may appear at any time).
+    if (gate_.admitted(c.id)) {
+      if (auto bytes = copy_present(c, offset, size)) return std::move(*bytes);
+    }
     // A complete content that was not hashed yet is withheld by the cache: hash it (locally).
     if (auto state = store_.content_state(c.id);
         state && *state && (*state)->complete() && !(*state)->verified) {
@@ -190,13 +282,21 @@ Expected<std::string, ReadError> Fetcher::peek(const FileContent& c, std::uint64
     }
     auto missing = downloads_.missing_blocks(c, need);
     if (!missing) break;
-    if (missing->empty()) continue;
+    if (missing->empty()) {
+      // Stored by another process meanwhile: readable once proven.
+      if (!gate_.admitted(c.id)) {
+        auto p = prove(c, wait);
+        if (!p) return unexpected(p.error());
+      }
+      continue;
+    }
     auto r = downloads_.fetch_blocks(c, *missing, wait, std::nullopt);
     if (!r) {
       gate_.remember_failure(c.id, r.error());
       return unexpected(r.error());
     }
     if (*r == Stored::kNotKept) break;
+    fetched_here(c);
   }
   // The cache cannot hold them: one GET of just these bytes.
   std::string out(size, '\0');

@@ -9,6 +9,15 @@
 //  - MemoryContents (memory_contents.h): contents the cache cannot keep, verified in memory.
 //  - Claims (claims.h): one download of a content among the processes sharing a cache.
 //
+// Who may read what (cache/audience.h): a shared cache holds contents that daemons with other
+// credentials fetched. This process uses the cache's bytes of a content only once it is
+// admitted (ServingGate::admit): one of its audiences holds a grant for the content; or its own
+// Hub served it bytes of the file (a download, which then records a grant); or, for a content
+// someone else fetched, it proved it may read it: one ranged GET of a few KiB at a random
+// stored offset, with its own credential, equal to the stored bytes (the Hub refuses a
+// credential without access: 401/403/404, the read fails with that; and an endpoint that does
+// not hold the content cannot answer with its bytes).
+//
 // Verified serving (the default): a read is served only from a content whose whole-file hash
 // (LFS sha256, or git blob sha1) this process has seen match, so the first read of a cold
 // file waits for the whole file, fetched in parallel ranged GETs. Streaming (an opt-in):
@@ -20,6 +29,7 @@
 #include <optional>
 #include <string>
 
+#include "cache/audience.h"
 #include "cache/block_store.h"
 #include "fs/common/expected.h"
 #include "fs/hub/hub_client.h"
@@ -36,7 +46,10 @@ namespace whfs::reader {
 class Fetcher {
  public:
   static constexpr std::uint64_t kStreamPutBytes = RangedGets::kStreamPutBytes;
-  Fetcher(cache::BlockStore& store, hub::HubClient& hub, FetcherConfig config);
+  // The most bytes a proof of access asks of the Hub (admit()).
+  static constexpr std::size_t kProofBytes = 4096;
+  Fetcher(cache::BlockStore& store, hub::HubClient& hub, const cache::AccessScope& scope,
+          FetcherConfig config);
   ~Fetcher();
   Fetcher(const Fetcher&) = delete;
   Fetcher& operator=(const Fetcher&) = delete;
@@ -102,7 +115,21 @@ class Fetcher {
   // Fails at once when shutting down, or when the gate blocks the content.
   std::optional<ReadError> refused(const FileContent& c);
 
+  // Admits `c` when one of this process's audiences holds a grant for it, or proves access to
+  // the blocks someone else stored (prove()). False when nothing of it is cached: the caller
+  // fetches it from the Hub (then fetched_here()).
+  Expected<bool, ReadError> admit(const FileContent& c, const WaitPolicy& wait);
+  // One ranged GET of up to kProofBytes at a random offset of a stored block, compared with
+  // the stored bytes; false when no block is stored.
+  Expected<bool, ReadError> prove(const FileContent& c, const WaitPolicy& wait);
+  // This process's Hub served bytes of `c`: admitted, and a grant recorded for its audience.
+  void fetched_here(const FileContent& c);
+  // After a read was made servable from the cache: admitted (admit()), or an error.
+  Expected<Source, ReadError> admitted_or_proven(const FileContent& c, Source s,
+                                                 const WaitPolicy& wait);
+
   cache::BlockStore& store_;
+  const cache::AccessScope& scope_;
   const FetcherConfig config_;
   // In construction order; none of their locks is held while another part is called.
   ServingGate gate_;

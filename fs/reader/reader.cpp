@@ -17,8 +17,9 @@ void reply_from_memory(const MemoryContent& m, std::uint64_t offset, std::size_t
 
 }  // namespace
 
-Reader::Reader(cache::BlockStore& store, hub::HubClient& hub, ReaderConfig config)
-    : store_(store), config_(config), fetcher_(store, hub, config.fetcher) {}
+Reader::Reader(cache::BlockStore& store, hub::HubClient& hub, const cache::AccessScope& scope,
+               ReaderConfig config)
+    : store_(store), config_(config), fetcher_(store, hub, scope, config.fetcher) {}
 
 std::unique_ptr<OpenFile> Reader::open(const FileContent& content, bool is_wheel) {
   auto f =

@@ -59,7 +59,9 @@ class Reader {
   // Receives the bytes of a read as pieces; they are valid only during the call.
   using ReplyFn = FunctionRef<void(std::span<const iovec>)>;
 
-  Reader(cache::BlockStore& store, hub::HubClient& hub, ReaderConfig config);
+  // `scope`: whose cached bytes this process may read (fetcher.h).
+  Reader(cache::BlockStore& store, hub::HubClient& hub, const cache::AccessScope& scope,
+         ReaderConfig config);
 
   // Pins the content in the cache while open; `is_wheel` enables the zip-reader prefetch.
   std::unique_ptr<OpenFile> open(const FileContent& content, bool is_wheel);

@@ -13,6 +13,9 @@ ServingGate::ServingGate(const FetcherConfig& config)
 
 Verdict ServingGate::verdict(const cache::ContentId& id) const {
   std::shared_lock lock(mu_);
+  if (admitted_.count(id) == 0) {
+    return {Verdict::Kind::kFetchFirst, cache::BlockStore::ReadMode::kVerified};
+  }
   if (serving_ == Serving::kStreaming && suspect_.count(id) == 0) {
     return {Verdict::Kind::kFromCache, cache::BlockStore::ReadMode::kPartial};
   }
@@ -23,6 +26,16 @@ Verdict ServingGate::verdict(const cache::ContentId& id) const {
                                              : cache::BlockStore::ReadMode::kVerified};
   }
   return {Verdict::Kind::kFetchFirst, cache::BlockStore::ReadMode::kVerified};
+}
+
+bool ServingGate::admitted(const cache::ContentId& id) const {
+  std::shared_lock lock(mu_);
+  return admitted_.count(id) != 0;
+}
+
+bool ServingGate::admit(const cache::ContentId& id) {
+  std::unique_lock lock(mu_);
+  return admitted_.insert(id).second;
 }
 
 bool ServingGate::streams(const cache::ContentId& id) const {

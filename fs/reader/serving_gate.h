@@ -1,7 +1,9 @@
 #pragma once
-// Who may serve a content's bytes, decided in one place and without I/O: the serving mode,
-// the contents this process verified (trusted), those that failed their hash (suspect: never
-// streamed again), the quarantine after a second mismatch and the memory of recent failures.
+// Who may serve a content's bytes, decided in one place and without I/O: the contents this
+// process may read at all (admitted: cache/audience.h; the Fetcher finds out and tells it), the
+// serving mode, the contents this process verified (trusted), those that failed their hash
+// (suspect: never streamed again), the quarantine after a second mismatch and the memory of
+// recent failures.
 // The Reader asks it before reading the cache, the Fetcher before downloading, and the
 // downloads after a content became complete.
 
@@ -33,6 +35,11 @@ class ServingGate {
   explicit ServingGate(const FetcherConfig& config);
 
   Verdict verdict(const cache::ContentId& id) const;
+  // Whether this process may read the cache's bytes of the content: one of its audiences holds
+  // a grant, it proved it holds the content, or its own Hub served it bytes of it.
+  bool admitted(const cache::ContentId& id) const;
+  // Returns true when the content was not admitted before.
+  bool admit(const cache::ContentId& id);
   // Streaming, and this content has not failed its hash before.
   bool streams(const cache::ContentId& id) const;
   // Whether a content the cache holds whole (`verified`: recorded as matching its hash) must
@@ -72,6 +79,7 @@ class ServingGate {
 
   // Shared for the verdicts every read asks for; exclusive to change a set. A leaf lock.
   mutable std::shared_mutex mu_;
+  std::unordered_set<cache::ContentId> admitted_;
   std::unordered_set<cache::ContentId> trusted_;
   std::unordered_map<cache::ContentId, Clock::time_point> hashed_at_;  // hashed_here(), bounded
   std::unordered_set<cache::ContentId> suspect_;

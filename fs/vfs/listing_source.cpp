@@ -10,11 +10,12 @@
 namespace whfs {
 
 CachedListingSource::CachedListingSource(hub::HubClient& hub, cache::MetadataStore& store,
-                                         std::string endpoint, std::string repo,
-                                         std::chrono::seconds timeout, std::size_t prefill_pages,
-                                         bool trust_cached)
+                                         const cache::AccessScope& scope, std::string endpoint,
+                                         std::string repo, std::chrono::seconds timeout,
+                                         std::size_t prefill_pages, bool trust_cached)
     : hub_(hub),
       store_(store),
+      scope_(scope),
       endpoint_(std::move(endpoint)),
       repo_(std::move(repo)),
       timeout_(timeout),
@@ -23,7 +24,7 @@ CachedListingSource::CachedListingSource(hub::HubClient& hub, cache::MetadataSto
 
 void CachedListingSource::keep(const std::string& commit, const std::string& folder,
                                const std::vector<RemoteEntry>& entries) {
-  auto r = store_.put_listing(endpoint_, repo_, commit, folder, entries);
+  auto r = store_.put_listing(endpoint_, repo_, commit, folder, scope_.write(), entries);
   if (!r && r.error().kind != cache::CacheError::Kind::kReadOnly) {
     spdlog::warn("cannot store the listing of \"{}\" in the cache: {}", folder, r.error().message);
   }
@@ -41,7 +42,7 @@ std::string fresh_key(const std::string& commit, const std::string& folder) {
 // a difference is someone's doing (the listings of a commit never change).
 bool CachedListingSource::differs(const std::string& commit, const std::string& folder,
                                   const std::vector<RemoteEntry>& hubs) {
-  auto old = store_.get_listing(endpoint_, repo_, commit, folder);
+  auto old = store_.get_listing(endpoint_, repo_, commit, folder, scope_.readable());
   return old && *old && **old != hubs;
 }
 
@@ -68,7 +69,7 @@ std::vector<RemoteEntry> CachedListingSource::untrusted(const std::string& folde
 
 Expected<std::vector<RemoteEntry>, FsErr> CachedListingSource::list(const std::string& commit,
                                                                     const std::string& folder) {
-  auto cached = store_.get_listing(endpoint_, repo_, commit, folder);
+  auto cached = store_.get_listing(endpoint_, repo_, commit, folder, scope_.readable());
   const bool have = cached && *cached;
   if (have && trust_cached_) return std::move(**cached);
   if (have && hub_.offline()) return untrusted(folder, std::move(**cached), "offline");
@@ -130,7 +131,7 @@ Expected<std::vector<RemoteEntry>, hub::HubError> CachedListingSource::from_hub(
     if (!trust_cached_ && differs(commit, f, entries) && differ++ == 0) first = f;
     all_folders.push_back({f, &entries});
   }
-  if (auto r = store_.put_listings(endpoint_, repo_, commit, all_folders);
+  if (auto r = store_.put_listings(endpoint_, repo_, commit, scope_.write(), all_folders);
       !r && r.error().kind != cache::CacheError::Kind::kReadOnly) {
     spdlog::warn("cannot store the listings of \"{}\" in the cache: {}", folder, r.error().message);
   }

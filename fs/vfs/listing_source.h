@@ -17,6 +17,7 @@
 #include <mutex>
 #include <string>
 
+#include "cache/audience.h"
 #include "cache/metadata_store.h"
 #include "fs/hub/hub_client.h"
 #include "fs/namespace/namespace.h"
@@ -25,10 +26,11 @@ namespace whfs {
 
 class CachedListingSource : public ns::ListingSource {
  public:
-  // Listings are stored under `endpoint` and `repo` (where they came from).
-  CachedListingSource(hub::HubClient& hub, cache::MetadataStore& store, std::string endpoint,
-                      std::string repo, std::chrono::seconds timeout,
-                      std::size_t prefill_pages = 100, bool trust_cached = true);
+  // Listings are stored under `endpoint` and `repo` (where they came from) and `scope`'s
+  // audience; only those of its readable audiences are used (cache/audience.h).
+  CachedListingSource(hub::HubClient& hub, cache::MetadataStore& store,
+                      const cache::AccessScope& scope, std::string endpoint, std::string repo,
+                      std::chrono::seconds timeout, std::size_t prefill_pages, bool trust_cached);
 
   Expected<std::vector<RemoteEntry>, FsErr> list(const std::string& commit,
                                                  const std::string& folder) override;
@@ -48,6 +50,7 @@ class CachedListingSource : public ns::ListingSource {
 
   hub::HubClient& hub_;
   cache::MetadataStore& store_;
+  const cache::AccessScope& scope_;
   std::string endpoint_;
   std::string repo_;
   std::chrono::seconds timeout_;

@@ -94,8 +94,13 @@ std::optional<std::string> record_sha256(std::string_view record, std::string_vi
 }
 
 WheelMetadataService::WheelMetadataService(reader::Reader& reader, cache::MetadataStore& store,
+                                           const cache::AccessScope& scope,
                                            std::chrono::milliseconds patience, bool trust_store)
-    : reader_(reader), store_(store), patience_(patience), trust_store_(trust_store) {}
+    : reader_(reader),
+      store_(store),
+      scope_(scope),
+      patience_(patience),
+      trust_store_(trust_store) {}
 
 WheelMetadataStats WheelMetadataService::stats() const {
   std::lock_guard lock(mu_);
@@ -191,7 +196,7 @@ Expected<std::shared_ptr<const WheelMetadata>, std::string> WheelMetadataService
     if (const auto it = memory_.find(id); it != memory_.end()) known = it->second;
   }
   if (!known && trust_store_) {
-    if (auto rec = store_.get_wheel_metadata(id); rec && *rec) {
+    if (auto rec = store_.get_wheel_metadata(id, scope_.readable()); rec && *rec) {
       known = remember(wheel, std::move((*rec)->metadata), (*rec)->verified);
       std::lock_guard lock(mu_);
       stats_.from_store++;
@@ -232,7 +237,9 @@ Expected<std::shared_ptr<const WheelMetadata>, std::string> WheelMetadataService
     std::lock_guard lock(mu_);
     stats_.extracted++;
   }
-  if (auto r = store_.put_wheel_metadata(id, cache::WheelMetadataRecord{*bytes, verified}); !r) {
+  if (auto r = store_.put_wheel_metadata(id, scope_.write(),
+                                         cache::WheelMetadataRecord{*bytes, verified});
+      !r) {
     spdlog::debug("{}: its METADATA is not kept in the cache: {}", wheel.path, r.error().message);
   }
   return remember(wheel, std::move(*bytes), verified);

@@ -66,9 +66,11 @@ class WheelMetadataService {
  public:
   // `patience`: how long a ranged read may make no progress.
   // `trust_store`: take the METADATA records of the cache as they are (false for a cache
-  // others can write: then each is read again from the wheel, and only stored).
+  // others can write: then each is read again from the wheel, and only stored). Records are
+  // kept under `scope`'s audience and read from its readable ones (cache/audience.h).
   WheelMetadataService(reader::Reader& reader, cache::MetadataStore& store,
-                       std::chrono::milliseconds patience, bool trust_store = true);
+                       const cache::AccessScope& scope, std::chrono::milliseconds patience,
+                       bool trust_store = true);
 
   // The metadata of the wheel `content`; the error says why there is none (not a zip, no
   // METADATA, the network).
@@ -86,6 +88,7 @@ class WheelMetadataService {
 
   reader::Reader& reader_;
   cache::MetadataStore& store_;
+  const cache::AccessScope& scope_;
   const std::chrono::milliseconds patience_;
   const bool trust_store_;
   mutable std::mutex mu_;  // guards memory_ and stats_

@@ -89,9 +89,9 @@ int write_loop(const std::string& dir, std::uint64_t seed) {
     if (!v && v.error().kind == whfs::cache::CacheError::Kind::kCorrupt) return fail("corrupt");
     if (i % 5 == 0) {
       (void)cache->put_revision("https://hub", "org/repo", "rev" + std::to_string(i % 7),
-                                std::to_string(key), std::chrono::system_clock::now());
+                                t::kPublic, std::to_string(key), std::chrono::system_clock::now());
       (void)cache->put_listing("https://hub.example", "org/repo", std::to_string(key), "",
-                               t::Fixture::listing());
+                               t::kPublic, t::Fixture::listing());
     }
     if (i % 3 == 0) (void)t::read_all(*cache, id, bytes.size());
   }
@@ -199,8 +199,8 @@ int make_fixture(const std::filesystem::path& out) {
     t::put_all(*cache, t::git_blob_of(plain), plain);
     const auto resolved =
         std::chrono::system_clock::time_point(std::chrono::milliseconds(F::kResolvedMs));
-    if (!cache->put_revision(F::kEndpoint, F::kRepo, F::kRev, F::kCommit, resolved) ||
-        !cache->put_listing(F::kEndpoint, F::kRepo, F::kCommit, "", F::listing())) {
+    if (!cache->put_revision(F::kEndpoint, F::kRepo, F::kRev, t::kPublic, F::kCommit, resolved) ||
+        !cache->put_listing(F::kEndpoint, F::kRepo, F::kCommit, "", t::kPublic, F::listing())) {
       return fail("metadata");
     }
   }
@@ -229,7 +229,7 @@ int plant_listing(const std::string& dir, const std::string& endpoint, const std
   if (!c) return fail("open: " + c.error().message);
   const auto slash = path.rfind('/');
   const std::string folder = slash == std::string::npos ? "" : path.substr(0, slash);
-  auto listing = (*c)->get_listing(endpoint, repo, commit, folder);
+  auto listing = (*c)->get_listing(endpoint, repo, commit, folder, t::kPublicOnly);
   if (!listing || !*listing) return fail("no cached listing of \"" + folder + "\"");
   std::ifstream in(file, std::ios::binary);
   std::ostringstream read;
@@ -245,9 +245,12 @@ int plant_listing(const std::string& dir, const std::string& endpoint, const std
     found = true;
   }
   if (!found) return fail("no " + path + " in the cached listing");
-  if (!(*c)->put_listing(endpoint, repo, commit, folder, **listing)) return fail("put_listing");
+  if (!(*c)->put_listing(endpoint, repo, commit, folder, t::kPublic, **listing))
+    return fail("put_listing");
   t::put_all(**c, id, bytes);
   if (!(*c)->verify_content(id, bytes.size())) return fail("verify");
+  // Whoever can write the cache can write grants too (cache/audience.h).
+  if (!(*c)->grant(id, t::kPublic)) return fail("grant");
   std::printf("planted %s as %s\n", path.c_str(), id.to_string().c_str());
   return 0;
 }
@@ -266,7 +269,8 @@ int plant_metadata(const std::string& dir, const std::string& sha, const std::st
   read << in.rdbuf();
   const auto id = ContentId::from_hex(ContentId::Kind::kSha256, sha);
   if (!id) return fail("bad sha256");
-  if (!(*c)->put_wheel_metadata(id->to_string(), {read.str(), true})) return fail("put");
+  if (!(*c)->put_wheel_metadata(id->to_string(), t::kPublic, {read.str(), true}))
+    return fail("put");
   return 0;
 }
 

@@ -116,7 +116,8 @@ TEST(ChecksumTest, CoversKeyAndPayload) {
 TEST(MetadataCodecTest, RevisionRoundTrip) {
   const auto key = metadata_key({"https://huggingface.co", "org/repo", "main"});
   RevisionRecord rev{
-      "abc123", std::chrono::system_clock::time_point(std::chrono::milliseconds(1700000000123))};
+      "abc123", std::chrono::system_clock::time_point(std::chrono::milliseconds(1700000000123)),
+      ""};
   EXPECT_EQ(decode_revision(bytes_of(encode_revision(key, rev)), key), rev);
   // Another key's record (a hash collision, or a moved value) is not ours.
   const auto other = metadata_key({"https://huggingface.co", "org/repo", "dev"});

@@ -3,9 +3,9 @@
 // cache/metadata_codec.h, the on-disk format changed: bump kFormatName on purpose, decide what
 // happens to existing caches, and regenerate the fixture.
 //
-// Regenerated for listings keyed by endpoint too (metadata_codec.h): kept at format /1, since
-// blocks and contents did not change and a listing stored under the old key is only a miss
-// (one listing request), not an error.
+// Regenerated for records keyed by their audience (cache/audience.h): kept at format /1, since
+// blocks and contents did not change and a record stored under an older key is only a miss
+// (one request), not an error (metadata_test.cpp checks that).
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -43,12 +43,12 @@ TEST(FixtureTest, CurrentFormatOpensAndServesItsContents) {
   EXPECT_EQ(c.content_state(plain_id).value(), (ContentState{1, 1, false}));
   EXPECT_EQ(testing::read_all(c, plain_id, plain.size()), plain);
 
-  auto rev = c.get_revision(F::kEndpoint, F::kRepo, F::kRev);
+  auto rev = c.get_revision(F::kEndpoint, F::kRepo, F::kRev, testing::kPublicOnly);
   ASSERT_TRUE(rev && *rev);
   EXPECT_EQ((*rev)->commit, F::kCommit);
   EXPECT_EQ((*rev)->resolved_at,
             std::chrono::system_clock::time_point(std::chrono::milliseconds(F::kResolvedMs)));
-  auto listing = c.get_listing(F::kEndpoint, F::kRepo, F::kCommit, "");
+  auto listing = c.get_listing(F::kEndpoint, F::kRepo, F::kCommit, "", testing::kPublicOnly);
   ASSERT_TRUE(listing && *listing);
   EXPECT_EQ(**listing, F::listing());
 

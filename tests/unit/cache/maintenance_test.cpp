@@ -77,10 +77,11 @@ TEST_F(MaintenanceTest, StatsListVerifyEvictClearWhileAnotherProcessWrites) {
   EXPECT_TRUE(cache_->evict(other).value());
   EXPECT_FALSE(cache_->content_state(other).value());
 
-  ASSERT_TRUE(cache_->put_revision("e", "r", "main", "c", std::chrono::system_clock::now()));
+  ASSERT_TRUE(cache_->put_revision("e", "r", "main", testing::kPublic, "c",
+                                   std::chrono::system_clock::now()));
   ASSERT_TRUE(cache_->clear());
   EXPECT_FALSE(cache_->content_state(good).value());
-  EXPECT_FALSE(cache_->get_revision("e", "r", "main").value());
+  EXPECT_FALSE(cache_->get_revision("e", "r", "main", testing::kPublicOnly).value());
   EXPECT_GE(cache_->stats()->counters.corrupt_contents, 1u);  // counters survive a clear
   // The store keeps working for both processes.
   testing::put_all(*cache_, good, good_bytes);

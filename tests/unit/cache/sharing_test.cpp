@@ -176,7 +176,7 @@ TEST_F(SharingTest, AReadOnlyCacheIsReadAndNeverWritten) {
     auto c = testing::open_or_die(testing::test_options(dir_));
     testing::put_all(*c, id, bytes);
     ASSERT_TRUE(c->verify_content(id, bytes.size()));
-    ASSERT_TRUE(c->put_listing("https://hub.example", "o/r", "c1", "", {}));
+    ASSERT_TRUE(c->put_listing("https://hub.example", "o/r", "c1", "", testing::kPublic, {}));
   }
   const auto before = fs::last_write_time(dir_ / "data.mdb");
   const auto session_before = fs::last_write_time(dir_ / "session");
@@ -186,7 +186,7 @@ TEST_F(SharingTest, AReadOnlyCacheIsReadAndNeverWritten) {
   EXPECT_TRUE(c->read_only());
   EXPECT_EQ(testing::read_all(*c, id, bytes.size()), bytes);
   EXPECT_TRUE(c->recheck_content(id, bytes.size()));
-  EXPECT_TRUE(c->get_listing("https://hub.example", "o/r", "c1", "").value());
+  EXPECT_TRUE(c->get_listing("https://hub.example", "o/r", "c1", "", testing::kPublicOnly).value());
   const auto more = testing::make_bytes(100, 4);
   auto put = c->put_blocks(testing::sha256_of(more), more.size(), 0, more);
   ASSERT_FALSE(put);
@@ -281,8 +281,8 @@ TEST_F(SharingTest, ATieredCacheReadsTheLowerAndWritesTheUpper) {
   EXPECT_FALSE(t.content_state(bad_id).value());  // the upper tier has nothing yet
   testing::put_all(t, bad_id, bad_real);
   EXPECT_EQ(testing::read_all(t, bad_id, bad_real.size()), bad_real);
-  ASSERT_TRUE(t.put_listing("https://hub.example", "o/r", "c", "", {}));
-  EXPECT_TRUE(t.get_listing("https://hub.example", "o/r", "c", "").value());
+  ASSERT_TRUE(t.put_listing("https://hub.example", "o/r", "c", "", testing::kPublic, {}));
+  EXPECT_TRUE(t.get_listing("https://hub.example", "o/r", "c", "", testing::kPublicOnly).value());
 }
 
 TEST(LmdbError, ABadTxnIsNotCorruption) {

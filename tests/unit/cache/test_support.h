@@ -10,9 +10,14 @@
 #include <string>
 #include <vector>
 
+#include "cache/audience.h"
 #include "cache/block_cache.h"
 
 namespace whfs::cache::testing {
+
+// The audience of a mount without a token (cache/audience.h), as records are put and looked up.
+inline const Audience kPublic{kPublicAudience};
+inline const std::vector<std::string> kPublicOnly{std::string(kPublicAudience)};
 
 // A fresh directory under $TMPDIR, removed with everything in it.
 class TempDir {

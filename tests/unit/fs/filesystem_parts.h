@@ -17,7 +17,8 @@ struct FilesystemParts {
   ns::Namespace names_{src_, "c1", 1000};
   cache::NullCache cache_{"/nonexistent", "no cache in this test"};
   hub::OfflineHub hub_;
-  reader::Reader reader_{cache_, hub_, reader::ReaderConfig{}};
+  cache::AccessScope scope_{std::string(cache::kPublicAudience)};
+  reader::Reader reader_{cache_, hub_, scope_, reader::ReaderConfig{}};
   Filesystem fs_{names_, reader_, FilesystemConfig{}};
 };
 

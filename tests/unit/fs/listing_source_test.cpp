@@ -79,10 +79,11 @@ class ListingHub : public hub::HubClient {
 
 class ListingSourceTest : public ::testing::Test {
  protected:
+  const cache::AccessScope kScope{std::string(cache::kPublicAudience)};
   MemoryMetadata store;
   ListingHub hub;
   const std::string commit = std::string(40, 'c');
-  CachedListingSource source{hub, store, "https://hub.example", "org/repo", 5s};
+  CachedListingSource source{hub, store, kScope, "https://hub.example", "org/repo", 5s, 100, true};
 };
 
 std::vector<std::string> paths(const std::vector<RemoteEntry>& entries) {
@@ -103,16 +104,18 @@ TEST_F(ListingSourceTest, OneRecursiveCallListsAndKeepsEveryFolderOfTheSubtree) 
   EXPECT_EQ(paths(source.list(commit, "pkg/sub").value()),
             (std::vector<std::string>{"pkg/sub/b.whl"}));
   EXPECT_EQ(hub.calls, 1);
-  EXPECT_EQ(store.listings.count({"https://hub.example", "org/repo", commit, "pkg/sub"}), 1u);
+  EXPECT_EQ(store.listings.count({"https://hub.example", "org/repo", commit, "pkg/sub", "public"}),
+            1u);
 }
 
 TEST_F(ListingSourceTest, StoredListingsServeAStartWithTheHubDown) {
   ASSERT_TRUE(source.list(commit, ""));
   hub.down = true;
-  CachedListingSource again(hub, store, "https://hub.example", "org/repo", 5s);
+  CachedListingSource again(hub, store, kScope, "https://hub.example", "org/repo", 5s, 100, true);
   EXPECT_TRUE(again.list(commit, "pkg"));
   // Another endpoint's listings are not this one's.
-  CachedListingSource other(hub, store, "http://site-cache:8080", "org/repo", 5s);
+  CachedListingSource other(hub, store, kScope, "http://site-cache:8080", "org/repo", 5s, 100,
+                            true);
   auto r = other.list(commit, "pkg");
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().kind, FsErrorKind::kIo);
@@ -138,7 +141,7 @@ TEST_F(ListingSourceTest, AHugeSubtreeIsListedOneFolderAtATime) {
   ASSERT_TRUE(root);
   EXPECT_EQ(paths(*root), (std::vector<std::string>{"README.md", "other", "pkg"}));
   EXPECT_EQ(hub.calls, 2);  // the recursive attempt, then the folder alone
-  EXPECT_EQ(store.listings.count({"https://hub.example", "org/repo", commit, "pkg"}), 0u);
+  EXPECT_EQ(store.listings.count({"https://hub.example", "org/repo", commit, "pkg", "public"}), 0u);
 }
 
 // A cache others can write (group-shared, a read-only tier someone else made) holds listings
@@ -155,17 +158,18 @@ std::string sha_of(const std::vector<RemoteEntry>& entries, const std::string& p
 TEST_F(ListingSourceTest, AListingOthersCouldHaveWrittenIsAskedOfTheHub) {
   ASSERT_TRUE(source.list(commit, ""));
   // Someone who can write the cache gives pkg/a.whl another hash.
-  auto& planted = store.listings[{"https://hub.example", "org/repo", commit, "pkg"}];
+  auto& planted = store.listings[{"https://hub.example", "org/repo", commit, "pkg", "public"}];
   for (auto& e : planted) {
     if (e.path == "pkg/a.whl") e.lfs_sha256 = std::string(64, 'e');
   }
-  CachedListingSource trusting(hub, store, "https://hub.example", "org/repo", 5s);
+  CachedListingSource trusting(hub, store, kScope, "https://hub.example", "org/repo", 5s, 100,
+                               true);
   auto believed = trusting.list(commit, "pkg");
   ASSERT_TRUE(believed);
   EXPECT_EQ(sha_of(*believed, "pkg/a.whl"), std::string(64, 'e'));  // the private cache's rule
 
   hub.calls = 0;
-  CachedListingSource wary(hub, store, "https://hub.example", "org/repo", 5s, 100, false);
+  CachedListingSource wary(hub, store, kScope, "https://hub.example", "org/repo", 5s, 100, false);
   auto root = wary.list(commit, "");
   ASSERT_TRUE(root);
   auto pkg = wary.list(commit, "pkg");
@@ -174,7 +178,8 @@ TEST_F(ListingSourceTest, AListingOthersCouldHaveWrittenIsAskedOfTheHub) {
   EXPECT_TRUE(wary.list(commit, "pkg/sub"));
   EXPECT_EQ(hub.calls, 1);  // the root's subtree call served its folders too
   // The Hub's listing went back into the cache in place of the planted one.
-  EXPECT_EQ(sha_of(store.listings[{"https://hub.example", "org/repo", commit, "pkg"}], "pkg/a.whl"),
+  EXPECT_EQ(sha_of(store.listings[{"https://hub.example", "org/repo", commit, "pkg", "public"}],
+                   "pkg/a.whl"),
             "");
 
   // With the Hub out of reach, the cached copy is all there is (offline trusts the writers).
@@ -182,7 +187,8 @@ TEST_F(ListingSourceTest, AListingOthersCouldHaveWrittenIsAskedOfTheHub) {
     if (e.path == "pkg/a.whl") e.lfs_sha256 = std::string(64, 'e');
   }
   hub.down = true;
-  CachedListingSource cut_off(hub, store, "https://hub.example", "org/repo", 5s, 100, false);
+  CachedListingSource cut_off(hub, store, kScope, "https://hub.example", "org/repo", 5s, 100,
+                              false);
   auto fallback = cut_off.list(commit, "pkg");
   ASSERT_TRUE(fallback);
   EXPECT_EQ(sha_of(*fallback, "pkg/a.whl"), std::string(64, 'e'));

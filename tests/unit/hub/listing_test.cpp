@@ -135,6 +135,22 @@ TEST(Listing, RevisionInfo) {
   EXPECT_FALSE(parse_revision_info("{"));
 }
 
+TEST(Listing, RevisionInfoIsPublicOnlyWhenTheHubSaysNeitherPrivateNorGated) {
+  const std::string head = R"({"id":"a/b","sha":")" + kOid + R"(")";
+  auto is_public = [&](const std::string& rest) {
+    auto info = parse_revision_info(head + rest + "}");
+    EXPECT_TRUE(info) << rest;
+    return info && info->is_public;
+  };
+  EXPECT_TRUE(is_public(R"(,"private":false,"gated":false)"));
+  EXPECT_FALSE(is_public(""));                     // not said: not public
+  EXPECT_FALSE(is_public(R"(,"private":false)"));  // gated unknown
+  EXPECT_FALSE(is_public(R"(,"private":true,"gated":false)"));
+  EXPECT_FALSE(is_public(R"(,"private":false,"gated":"auto")"));
+  EXPECT_FALSE(is_public(R"(,"private":false,"gated":"manual")"));
+  EXPECT_FALSE(is_public(R"(,"private":"false","gated":false)"));  // not a boolean
+}
+
 TEST(Listing, LinkHeader) {
   EXPECT_EQ(parse_link_next(R"(<https://h/api/x?cursor=abc>; rel="next")"),
             "https://h/api/x?cursor=abc");

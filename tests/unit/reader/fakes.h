@@ -8,6 +8,8 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -70,9 +72,12 @@ class MemoryStore : public cache::BlockStore {
   }
 
   // Stores `bytes` as the whole content of `id`, recorded as verified whether or not they
-  // match: what another process sharing the cache could leave there.
-  void plant(const cache::ContentId& id, const std::string& bytes) {
+  // match: what another process sharing the cache could leave there, granted to `audience`
+  // (by default the public one the tests' readers have; nullopt: to nobody).
+  void plant(const cache::ContentId& id, const std::string& bytes,
+             std::optional<std::string> audience = std::string(cache::kPublicAudience)) {
     std::lock_guard lock(mu_);
+    if (audience) grants_.emplace(id.to_string(), *audience);
     auto& c = contents_[id.to_string()];
     c.blocks.clear();
     for (std::size_t off = 0; off < bytes.size(); off += block_) {
@@ -144,6 +149,23 @@ class MemoryStore : public cache::BlockStore {
   }
   std::atomic<bool> claimed_elsewhere{false};
 
+  cache::Result<bool> granted(const cache::ContentId& id, cache::Audiences readable) override {
+    std::lock_guard lock(mu_);
+    for (const auto& a : readable) {
+      if (grants_.count({id.to_string(), a}) != 0) return true;
+    }
+    return false;
+  }
+  cache::Result<void> grant(const cache::ContentId& id, cache::Audience audience) override {
+    std::lock_guard lock(mu_);
+    grants_.emplace(id.to_string(), std::string(audience.name));
+    return {};
+  }
+  std::size_t grant_count() {
+    std::lock_guard lock(mu_);
+    return grants_.size();
+  }
+
  private:
   struct Content {
     std::map<std::uint32_t, std::string> blocks;
@@ -162,8 +184,15 @@ class MemoryStore : public cache::BlockStore {
   std::uint32_t block_;
   std::mutex mu_;
   std::map<std::string, Content> contents_;
+  std::set<std::pair<std::string, std::string>> grants_;  // (content, audience)
   Content empty_;
 };
+
+// The audience of a mount without a token (cache/audience.h): what the tests' readers read as.
+inline const cache::AccessScope& public_scope() {
+  static const cache::AccessScope scope{std::string(cache::kPublicAudience)};
+  return scope;
+}
 
 // Serves `bytes` for any file; can delay, fail, flip a byte, or hold requests until released.
 class MemoryHub : public hub::HubClient {
@@ -206,6 +235,10 @@ class MemoryHub : public hub::HubClient {
     }
     if (fail)
       return unexpected(hub::HubError{hub::HubErrorKind::kUnavailable, "down", 503, "", "", ""});
+    if (deny) {
+      return unexpected(
+          hub::HubError{hub::HubErrorKind::kForbidden, "no access", 403, "GatedRepo", "", ""});
+    }
     std::memcpy(out.data(), bytes_.data() + offset, out.size());
     if (corrupt && offset == 0)
       out[0] = static_cast<std::byte>(~static_cast<unsigned char>(out[0]));
@@ -251,6 +284,7 @@ class MemoryHub : public hub::HubClient {
   std::atomic<int> calls{0};
   std::atomic<int> abandoned{0};  // calls that ended because nobody wanted them any more
   std::atomic<bool> fail{false};
+  std::atomic<bool> deny{false};             // 403: this credential may not read the file
   std::atomic<bool> fail_midway{false};      // deliver half of each range, then fail
   std::atomic<bool> corrupt{false};          // flip the first byte of the file
   std::atomic<std::int64_t> corrupt_at{-1};  // flip the byte at this offset (-1: none)

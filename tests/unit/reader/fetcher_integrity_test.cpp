@@ -19,7 +19,7 @@ using namespace testing_fetcher;
 // ---- verified serving --------------------------------------------------------------------
 
 TEST_F(FetcherTest, ReaderServesExactBytesOfAVerifiedContent) {
-  Reader r(store, hub, ReaderConfig{config(), {}});
+  Reader r(store, hub, testing::public_scope(), ReaderConfig{config(), {}});
   auto f = r.open(content, false);
   EXPECT_EQ(store.pins, 1);
   EXPECT_EQ(read(r, *f, 0, 10), bytes.substr(0, 10));
@@ -40,7 +40,7 @@ TEST_F(FetcherTest, NoReadOfACorruptDownloadEverReturnsItsBytes) {
   // the file (which might be wrong elsewhere for all a reader knows).
   const std::int64_t bad = 5 * kBlock + 17;
   hub.corrupt_at = bad;
-  Reader r(store, hub, ReaderConfig{config(), {}});
+  Reader r(store, hub, testing::public_scope(), ReaderConfig{config(), {}});
   auto f = r.open(content, false);
   for (int attempt = 0; attempt < 3; ++attempt) {
     for (const std::uint64_t off : {std::uint64_t(bad) - 100, std::uint64_t{0}}) {
@@ -53,7 +53,7 @@ TEST_F(FetcherTest, NoReadOfACorruptDownloadEverReturnsItsBytes) {
   hub.corrupt_at = -1;
   FetcherConfig c = config();
   c.corrupt_quarantine = 0s;
-  Reader later(store, hub, ReaderConfig{c, {}});
+  Reader later(store, hub, testing::public_scope(), ReaderConfig{c, {}});
   auto g = later.open(content, false);
   EXPECT_EQ(read(later, *g, bad - 100, 300), bytes.substr(bad - 100, 300));
   later.release(*g);
@@ -62,7 +62,7 @@ TEST_F(FetcherTest, NoReadOfACorruptDownloadEverReturnsItsBytes) {
 
 TEST_F(FetcherTest, ACorruptDownloadIsQuarantinedWithoutAnotherDownload) {
   hub.corrupt = true;
-  Reader r(store, hub, ReaderConfig{config(), {}});
+  Reader r(store, hub, testing::public_scope(), ReaderConfig{config(), {}});
   auto f = r.open(content, false);
   EXPECT_TRUE(read(r, *f, 0, bytes.size()).starts_with("ERROR:"));
   const int before = calls();
@@ -74,7 +74,7 @@ TEST_F(FetcherTest, ACorruptDownloadIsQuarantinedWithoutAnotherDownload) {
 
 TEST_F(FetcherTest, StreamingReportsACorruptDownloadSoTheKernelDropsItsPages) {
   hub.corrupt_at = 5 * kBlock + 17;
-  Reader r(store, hub, ReaderConfig{config(Serving::kStreaming), {}});
+  Reader r(store, hub, testing::public_scope(), ReaderConfig{config(Serving::kStreaming), {}});
   std::atomic<int> reported{0};
   r.set_corrupt_listener([&](const cache::ContentId& id) {
     EXPECT_EQ(id, content.id);
@@ -94,7 +94,7 @@ TEST_F(FetcherTest, AContentAnotherProcessRecordedAsVerifiedIsHashedHereFirst) {
   std::string wrong = bytes;
   wrong[3 * kBlock + 5] ^= 0x20;
   store.plant(content.id, wrong);
-  Reader r(store, hub, ReaderConfig{config(), {}});
+  Reader r(store, hub, testing::public_scope(), ReaderConfig{config(), {}});
   auto f = r.open(content, false);
   EXPECT_EQ(read(r, *f, 3 * kBlock, 100), bytes.substr(3 * kBlock, 100));
   EXPECT_GE(r.stats().corrupt, 1u);
@@ -104,7 +104,7 @@ TEST_F(FetcherTest, AContentAnotherProcessRecordedAsVerifiedIsHashedHereFirst) {
 
 TEST_F(FetcherTest, AContentVerifiedElsewhereIsServedAfterOneHashHere) {
   store.plant(content.id, bytes);
-  Reader r(store, hub, ReaderConfig{config(), {}});
+  Reader r(store, hub, testing::public_scope(), ReaderConfig{config(), {}});
   auto f = r.open(content, false);
   for (int i = 0; i < 5; ++i) EXPECT_EQ(read(r, *f, 100, 50), bytes.substr(100, 50));
   EXPECT_EQ(store.hashed, 1);
@@ -112,7 +112,7 @@ TEST_F(FetcherTest, AContentVerifiedElsewhereIsServedAfterOneHashHere) {
   r.release(*f);
   FetcherConfig trusting = config();
   trusting.trust_cache = true;
-  Reader t(store, hub, ReaderConfig{trusting, {}});
+  Reader t(store, hub, testing::public_scope(), ReaderConfig{trusting, {}});
   auto g = t.open(content, false);
   EXPECT_EQ(read(t, *g, 100, 50), bytes.substr(100, 50));
   EXPECT_EQ(store.hashed, 1);  // trusted: not hashed again
@@ -120,7 +120,7 @@ TEST_F(FetcherTest, AContentVerifiedElsewhereIsServedAfterOneHashHere) {
 }
 
 TEST_F(FetcherTest, AContentLostFromUnderAReaderIsDownloadedAgain) {
-  Reader r(store, hub, ReaderConfig{config(), {}});
+  Reader r(store, hub, testing::public_scope(), ReaderConfig{config(), {}});
   auto f = r.open(content, false);
   EXPECT_EQ(read(r, *f, 0, 100), bytes.substr(0, 100));
   const int before = calls();
@@ -132,13 +132,13 @@ TEST_F(FetcherTest, AContentLostFromUnderAReaderIsDownloadedAgain) {
 
 TEST_F(FetcherTest, ABlockChangedAfterVerificationIsCaughtByTheNextProcess) {
   {
-    Reader r(store, hub, ReaderConfig{config(), {}});
+    Reader r(store, hub, testing::public_scope(), ReaderConfig{config(), {}});
     auto f = r.open(content, false);
     EXPECT_EQ(read(r, *f, 0, 100), bytes.substr(0, 100));
     r.release(*f);
   }
   store.corrupt_block(content.id, 2);  // the record still says "verified"
-  Reader next(store, hub, ReaderConfig{config(), {}});
+  Reader next(store, hub, testing::public_scope(), ReaderConfig{config(), {}});
   auto g = next.open(content, false);
   EXPECT_EQ(read(next, *g, 2 * kBlock, 100), bytes.substr(2 * kBlock, 100));
   EXPECT_GE(next.stats().corrupt, 1u);
@@ -149,7 +149,7 @@ TEST_F(FetcherTest, AStoreThatRefusesEveryPutStillServesVerifiedBytes) {
   for (const auto kind : {cache::CacheError::Kind::kBusy, cache::CacheError::Kind::kReadOnly}) {
     MemoryStore refusing{kBlock};
     refusing.refuse = kind;
-    Reader r(refusing, hub, ReaderConfig{config(), {}});
+    Reader r(refusing, hub, testing::public_scope(), ReaderConfig{config(), {}});
     auto f = r.open(content, false);
     EXPECT_EQ(read(r, *f, 3000, 2000), bytes.substr(3000, 2000));
     EXPECT_EQ(r.stats().in_memory, 1u);
@@ -161,7 +161,7 @@ TEST_F(FetcherTest, AStoreThatRefusesEveryPutStillServesVerifiedBytes) {
 
 TEST_F(FetcherTest, AContentTheCacheCannotKeepIsVerifiedAndServedFromMemory) {
   store.full = true;
-  Reader r(store, hub, ReaderConfig{config(), {}});
+  Reader r(store, hub, testing::public_scope(), ReaderConfig{config(), {}});
   auto f = r.open(content, false);
   EXPECT_EQ(read(r, *f, 2500, 3000), bytes.substr(2500, 3000));
   EXPECT_EQ(read(r, *f, 0, bytes.size()), bytes);
@@ -178,7 +178,7 @@ TEST_F(FetcherTest, AContentTheCacheCannotKeepIsVerifiedAndServedFromMemory) {
 TEST_F(FetcherTest, TheMemoryPathNeverServesACorruptDownload) {
   store.full = true;
   hub.corrupt_at = 7 * kBlock;
-  Reader r(store, hub, ReaderConfig{config(), {}});
+  Reader r(store, hub, testing::public_scope(), ReaderConfig{config(), {}});
   auto f = r.open(content, false);
   EXPECT_TRUE(read(r, *f, 7 * kBlock - 10, 20).starts_with("ERROR:"));
   EXPECT_TRUE(read(r, *f, 0, 20).starts_with("ERROR:"));
@@ -189,7 +189,7 @@ TEST_F(FetcherTest, AContentTooLargeForMemoryFailsInsteadOfServingUnverifiedByte
   store.full = true;
   FetcherConfig c = config();
   c.memory_limit = bytes.size() - 1;
-  Reader r(store, hub, ReaderConfig{c, {}});
+  Reader r(store, hub, testing::public_scope(), ReaderConfig{c, {}});
   auto f = r.open(content, false);
   const std::string got = read(r, *f, 0, 100);
   EXPECT_TRUE(got.starts_with("ERROR:")) << got;

@@ -21,7 +21,7 @@ using namespace testing_fetcher;
 // ---- single flight and request shapes ----------------------------------------------------
 
 TEST_F(FetcherTest, ConcurrentReadersOfOneBlockCauseOneDownload) {
-  Fetcher f(store, hub, config(Serving::kStreaming));
+  Fetcher f(store, hub, testing::public_scope(), config(Serving::kStreaming));
   hub.hold();  // line all readers up behind one download
   std::vector<std::thread> threads;
   std::atomic<int> ok{0};
@@ -40,7 +40,7 @@ TEST_F(FetcherTest, ConcurrentReadersOfOneBlockCauseOneDownload) {
 }
 
 TEST_F(FetcherTest, ConcurrentVerifiedReadersOfOneFileDownloadItOnce) {
-  Fetcher f(store, hub, config());
+  Fetcher f(store, hub, testing::public_scope(), config());
   hub.hold();
   std::vector<std::thread> threads;
   std::atomic<int> ok{0};
@@ -68,9 +68,10 @@ TEST_F(FetcherTest, ConcurrentVerifiedReadersOfOneFileDownloadItOnce) {
 }
 
 TEST_F(FetcherTest, AdjacentMissingBlocksBecomeOneRequest) {
-  Fetcher f(store, hub, config(Serving::kStreaming));
+  Fetcher f(store, hub, testing::public_scope(), config(Serving::kStreaming));
   ASSERT_TRUE(store.put_blocks(content.id, content.size, 4,
                                std::as_bytes(std::span(bytes)).subspan(4 * kBlock, 3 * kBlock)));
+  ASSERT_TRUE(store.grant(content.id, cache::Audience(cache::kPublicAudience)));
   ASSERT_TRUE(f.ensure(content, {1, 8}, patience()));  // blocks 1..8, of which 4..6 are stored
   EXPECT_EQ(calls(), 2);
   std::lock_guard lock(hub.mu_);
@@ -82,7 +83,7 @@ TEST_F(FetcherTest, AdjacentMissingBlocksBecomeOneRequest) {
 TEST_F(FetcherTest, AVerifiedReadFetchesTheWholeFileItsOwnBlocksFirst) {
   FetcherConfig c = config();
   c.workers = 1;  // one request at a time: the order is the order asked
-  Fetcher f(store, hub, c);
+  Fetcher f(store, hub, testing::public_scope(), c);
   ASSERT_TRUE(f.ensure(content, {9, 1}, patience()));
   std::lock_guard lock(hub.mu_);
   ASSERT_EQ(hub.ranges.size(), 4u);
@@ -101,7 +102,7 @@ TEST_F(FetcherTest, BlocksAreStoredAsTheyArriveAndABrokenTransferKeepsThem) {
   FetcherConfig c = config(Serving::kStreaming);
   c.max_request = 4'000'000;
   c.failure_memo = std::chrono::seconds(0);  // the next read tries again at once
-  Fetcher f(store, big_hub, c);
+  Fetcher f(store, big_hub, testing::public_scope(), c);
   big_hub.fail_midway = true;  // half of it, then the connection drops
   EXPECT_FALSE(f.ensure(file, {0, 2001}, patience()));
   EXPECT_GE(store.puts.load(), 1);
@@ -132,7 +133,7 @@ TEST_F(FetcherTest, BlocksAreStoredAsTheyArriveAndABrokenTransferKeepsThem) {
 TEST_F(FetcherTest, AReaderJoiningAQueuedPrefetchPromotesIt) {
   FetcherConfig c = config(Serving::kStreaming);
   c.workers = 1;
-  Fetcher f(store, hub, c);
+  Fetcher f(store, hub, testing::public_scope(), c);
   hub.hold();
   f.prefetch(content, {0, 4});  // occupies the only worker
   ASSERT_TRUE(eventually([&] { return calls() == 1; }));
@@ -158,7 +159,7 @@ TEST_F(FetcherTest, AStreamingReadNeverWaitsForTheReadaheadItStarts) {
   ReadaheadConfig ra;
   ra.initial_window = 8 * kBlock;
   ra.batch = 4 * kBlock;
-  Reader r(store, hub, ReaderConfig{fc, ra});
+  Reader r(store, hub, testing::public_scope(), ReaderConfig{fc, ra});
   auto f = r.open(content, false);
   EXPECT_EQ(read(r, *f, 0, 10), bytes.substr(0, 10));
   {
@@ -181,7 +182,7 @@ TEST_F(FetcherTest, TheReplyIsTheReadsLastUseOfTheFile) {
     ReadaheadConfig ra;
     ra.initial_window = 4 * kBlock;
     ra.batch = 2 * kBlock;
-    Reader r(fresh, hub, ReaderConfig{config(serving), ra});
+    Reader r(fresh, hub, testing::public_scope(), ReaderConfig{config(serving), ra});
     for (int pass = 0; pass < 2; ++pass) {
       std::uint64_t off = 0;
       for (int i = 0; i < 5; ++i, off += 2 * kBlock) {
@@ -209,7 +210,7 @@ TEST_F(FetcherTest, ADownloadThatKeepsProgressingIsNotCutShort) {
   FetcherConfig c = config();
   c.workers = 1;
   hub.delay = 150ms;
-  Reader r(store, hub, ReaderConfig{c, {}});
+  Reader r(store, hub, testing::public_scope(), ReaderConfig{c, {}});
   auto f = r.open(content, false);
   EXPECT_EQ(read(r, *f, 0, 100, patience(300ms)), bytes.substr(0, 100));
   r.release(*f);
@@ -219,7 +220,7 @@ TEST_F(FetcherTest, AStalledReadFailsAfterItsPatienceAndItsRetryFailsAtOnce) {
   hub.hold();
   FetcherConfig c = config();
   c.failure_memo = 1s;
-  Reader r(store, hub, ReaderConfig{c, {}});
+  Reader r(store, hub, testing::public_scope(), ReaderConfig{c, {}});
   auto f = r.open(content, false);
   auto start = Clock::now();
   EXPECT_TRUE(read(r, *f, 0, 100, patience(300ms)).starts_with("ERROR:"));
@@ -237,7 +238,7 @@ TEST_F(FetcherTest, AStalledReadFailsAfterItsPatienceAndItsRetryFailsAtOnce) {
 
 TEST_F(FetcherTest, AnInterruptedReadReturnsAtOnce) {
   hub.hold();
-  Reader r(store, hub, ReaderConfig{config(), {}});
+  Reader r(store, hub, testing::public_scope(), ReaderConfig{config(), {}});
   auto f = r.open(content, false);
   CancelFlag cancel;
   auto result = std::async(std::launch::async, [&] {
@@ -264,7 +265,7 @@ TEST_F(FetcherTest, AnInterruptedReadReturnsAtOnce) {
 
 TEST_F(FetcherTest, HubErrorsReachTheReader) {
   hub.fail = true;
-  Reader r(store, hub, ReaderConfig{config(), {}});
+  Reader r(store, hub, testing::public_scope(), ReaderConfig{config(), {}});
   auto f = r.open(content, false);
   EXPECT_TRUE(read(r, *f, 0, 100).starts_with("ERROR:"));
   // The fetcher logged the failed download: the error says so, and the filesystem, which

@@ -23,6 +23,7 @@ class PartsTest : public FetcherTest {};
 
 TEST_F(PartsTest, GateVerifiedServingServesOnlyWhatThisProcessVerified) {
   ServingGate gate(config(Serving::kVerified));
+  gate.admit(content.id);  // (a content this process may read at all)
   EXPECT_EQ(gate.verdict(content.id).kind, Verdict::Kind::kFetchFirst);
   EXPECT_TRUE(gate.must_verify(content.id, /*verified=*/true));  // another process's record
   EXPECT_TRUE(gate.must_verify(content.id, false));
@@ -36,10 +37,27 @@ TEST_F(PartsTest, GateVerifiedServingServesOnlyWhatThisProcessVerified) {
   EXPECT_EQ(gate.verdict(content.id).kind, Verdict::Kind::kFetchFirst);
 }
 
+TEST_F(PartsTest, GateServesNothingOfAContentThisProcessWasNotAdmittedTo) {
+  // Another audience's content (cache/audience.h): whatever the cache says of it, trusted or
+  // streamed, a read fetches first (which admits it, or fails).
+  for (const auto serving : {Serving::kVerified, Serving::kStreaming}) {
+    FetcherConfig c = config(serving);
+    c.trust_cache = true;
+    ServingGate gate(c);
+    gate.trust(content.id);
+    EXPECT_EQ(gate.verdict(content.id).kind, Verdict::Kind::kFetchFirst);
+    EXPECT_FALSE(gate.admitted(content.id));
+    EXPECT_TRUE(gate.admit(content.id));
+    EXPECT_FALSE(gate.admit(content.id));  // once
+    EXPECT_EQ(gate.verdict(content.id).kind, Verdict::Kind::kFromCache);
+  }
+}
+
 TEST_F(PartsTest, GateTrustedCacheServesItsRecord) {
   FetcherConfig c = config(Serving::kVerified);
   c.trust_cache = true;
   ServingGate gate(c);
+  gate.admit(content.id);  // (a content this process may read at all)
   EXPECT_EQ(gate.verdict(content.id).kind, Verdict::Kind::kFromCache);
   EXPECT_FALSE(gate.must_verify(content.id, true));
   EXPECT_TRUE(gate.must_verify(content.id, false));
@@ -47,6 +65,7 @@ TEST_F(PartsTest, GateTrustedCacheServesItsRecord) {
 
 TEST_F(PartsTest, GateStopsStreamingASuspectContentUntilItMatches) {
   ServingGate gate(config(Serving::kStreaming));
+  gate.admit(content.id);  // (a content this process may read at all)
   Verdict v = gate.verdict(content.id);
   EXPECT_EQ(v.kind, Verdict::Kind::kFromCache);
   EXPECT_EQ(v.mode, Mode::kPartial);
@@ -62,6 +81,7 @@ TEST_F(PartsTest, GateStopsStreamingASuspectContentUntilItMatches) {
 
 TEST_F(PartsTest, GateSkipsBlockChecksumsOnlyForWhatThisProcessHashedJustNow) {
   ServingGate gate(config(Serving::kVerified));
+  gate.admit(content.id);  // (a content this process may read at all)
   gate.trust(content.id);
   EXPECT_EQ(gate.verdict(content.id).mode, Mode::kVerified);  // trusted, not hashed here
   gate.hashed_here(content.id);
@@ -77,6 +97,7 @@ TEST_F(PartsTest, GateSkipsBlockChecksumsOnlyForWhatThisProcessHashedJustNow) {
   FetcherConfig c = config(Serving::kVerified);
   c.trust_cache = true;
   ServingGate trusting(c);
+  trusting.admit(content.id);
   EXPECT_EQ(trusting.verdict(content.id).mode, Mode::kVerified);
   trusting.hashed_here(content.id);
   EXPECT_EQ(trusting.verdict(content.id).mode, Mode::kHashedHere);
@@ -86,6 +107,7 @@ TEST_F(PartsTest, GatePeeksASharedCacheOnlyForVerifiedContents) {
   FetcherConfig c = config();
   c.peek_verified_only = true;
   ServingGate gate(c);
+  gate.admit(content.id);  // (a content this process may read at all)
   EXPECT_FALSE(gate.may_peek_cache(content.id));
   gate.trust(content.id);
   EXPECT_TRUE(gate.may_peek_cache(content.id));
@@ -97,6 +119,7 @@ TEST_F(PartsTest, GateFailsFastAfterQuarantineAndRecentFailures) {
   c.corrupt_quarantine = 60s;
   c.failure_memo = 60s;
   ServingGate gate(c);
+  gate.admit(content.id);  // (a content this process may read at all)
   EXPECT_FALSE(gate.blocked(content.id, "p"));
   gate.quarantine(content.id);
   auto q = gate.blocked(content.id, "p");
@@ -122,6 +145,7 @@ TEST_F(PartsTest, GateForgetsAFailureWhenItsTimeIsUp) {
   FetcherConfig c = config();
   c.failure_memo = 0s;  // off
   ServingGate gate(c);
+  gate.admit(content.id);  // (a content this process may read at all)
   gate.remember_failure(content.id, ReadError{FsErrorKind::kIo, "down"});
   EXPECT_FALSE(gate.blocked(content.id, "p"));
 }
@@ -130,6 +154,7 @@ TEST_F(PartsTest, GateForgetsAFailureWhenItsTimeIsUp) {
 
 TEST_F(PartsTest, VerifierRefetchesOnceThenQuarantines) {
   ServingGate gate(config());
+  gate.admit(content.id);  // (a content this process may read at all)
   Verifier v(store, gate, config());
   int corrupt_calls = 0;
   v.set_corrupt_listener([&](const cache::ContentId&) { corrupt_calls++; });
@@ -155,6 +180,7 @@ TEST_F(PartsTest, VerifierRefetchesOnceThenQuarantines) {
 
 TEST_F(PartsTest, VerifierAcceptsARefetchThatMatches) {
   ServingGate gate(config());
+  gate.admit(content.id);  // (a content this process may read at all)
   Verifier v(store, gate, config());
   std::string copy = bytes;
   copy[5] ^= 1;
@@ -171,6 +197,7 @@ TEST_F(PartsTest, VerifierTakesATrustedRecordWithoutCallingItHashedHere) {
   FetcherConfig c = config();
   c.trust_cache = true;
   ServingGate gate(c);
+  gate.admit(content.id);  // (a content this process may read at all)
   Verifier v(store, gate, c);
   store.plant(content.id, bytes);  // recorded verified (by this user, earlier)
   ASSERT_TRUE(v.verify_cached(content, [] { return Expected<void, ReadError>{}; }));
@@ -180,6 +207,7 @@ TEST_F(PartsTest, VerifierTakesATrustedRecordWithoutCallingItHashedHere) {
 
 TEST_F(PartsTest, VerifierHashesTheCacheCopyHereAndTrustsIt) {
   ServingGate gate(config());
+  gate.admit(content.id);  // (a content this process may read at all)
   Verifier v(store, gate, config());
   store.plant(content.id, bytes);  // recorded verified by "another process"
   auto r = v.verify_cached(content, [&]() -> Expected<void, ReadError> {
@@ -197,6 +225,7 @@ TEST_F(PartsTest, VerifierHashesTheCacheCopyHereAndTrustsIt) {
 
 TEST_F(PartsTest, VerifierPassesARefetchFailureOnAsIs) {
   ServingGate gate(config());
+  gate.admit(content.id);  // (a content this process may read at all)
   Verifier v(store, gate, config());
   store.plant(content.id, bytes);
   auto r = v.verify_cached(content, [&]() -> Expected<void, ReadError> {

@@ -118,7 +118,7 @@ TEST_F(SharedCacheTest, AFullReaderTableStillServesVerifiedBytes) {
     held.push_back(std::move(*t));
   }
   MemoryHub hub(bytes);
-  Reader r(*c, hub, ReaderConfig{config(), {}});
+  Reader r(*c, hub, testing::public_scope(), ReaderConfig{config(), {}});
   EXPECT_EQ(read(r, content, 1000, 5000), bytes.substr(1000, 5000));
   EXPECT_EQ(r.stats().in_memory, 1u);  // verified in memory, not stored
 }
@@ -129,8 +129,8 @@ TEST_F(SharedCacheTest, TwoProcessesReadingOneColdFileDownloadItOnce) {
   MemoryHub hub_a(bytes);
   MemoryHub hub_b(bytes);
   hub_a.delay = 20ms;  // A downloads slowly enough for B to arrive while it does
-  Reader a(*ca, hub_a, ReaderConfig{config(), {}});
-  Reader b(*cb, hub_b, ReaderConfig{config(), {}});
+  Reader a(*ca, hub_a, testing::public_scope(), ReaderConfig{config(), {}});
+  Reader b(*cb, hub_b, testing::public_scope(), ReaderConfig{config(), {}});
   auto fa = std::async(std::launch::async, [&] { return read(a, content, 0, bytes.size()); });
   std::this_thread::sleep_for(50ms);
   auto fb = std::async(std::launch::async, [&] { return read(b, content, 250000, 100); });
@@ -148,7 +148,7 @@ TEST_F(SharedCacheTest, AClaimHolderThatMakesNoProgressIsTakenOver) {
   MemoryHub hub(bytes);
   FetcherConfig fc = config();
   fc.claim_takeover = 1s;
-  Reader r(store, hub, ReaderConfig{fc, {}});
+  Reader r(store, hub, testing::public_scope(), ReaderConfig{fc, {}});
   const auto start = std::chrono::steady_clock::now();
   EXPECT_EQ(read(r, content, 500, 500), bytes.substr(500, 500));
   EXPECT_GE(std::chrono::steady_clock::now() - start, 900ms);
@@ -163,7 +163,7 @@ TEST_F(SharedCacheTest, BlocksPlantedWithTheVerifiedFlagAreNotServed) {
   auto c = open(options());
   const std::uint32_t bs = c->block_size();
   MemoryHub hub(bytes);
-  Reader r(*c, hub, ReaderConfig{config(), {}});
+  Reader r(*c, hub, testing::public_scope(), ReaderConfig{config(), {}});
   EXPECT_EQ(read(r, content, 3 * bs, 100), bytes.substr(3 * bs, 100));
   EXPECT_GE(r.stats().corrupt, 1u);
   EXPECT_GT(hub.calls, 0);  // downloaded again
@@ -178,7 +178,7 @@ TEST_F(SharedCacheTest, APeekOfASharedCacheTakesNoBytesThisProcessDidNotVerify) 
   const WaitPolicy wait;
   {
     MemoryHub hub(bytes);
-    Reader trusting(*c, hub, ReaderConfig{config(), {}});
+    Reader trusting(*c, hub, testing::public_scope(), ReaderConfig{config(), {}});
     auto got = trusting.peek(content, 3 * bs, 100, wait);
     ASSERT_TRUE(got);
     EXPECT_NE(*got, bytes.substr(3 * bs, 100));  // a private cache's rule: its bytes as stored
@@ -186,7 +186,7 @@ TEST_F(SharedCacheTest, APeekOfASharedCacheTakesNoBytesThisProcessDidNotVerify) 
   FetcherConfig fc = config();
   fc.peek_verified_only = true;
   MemoryHub hub(bytes);
-  Reader wary(*c, hub, ReaderConfig{fc, {}});
+  Reader wary(*c, hub, testing::public_scope(), ReaderConfig{fc, {}});
   auto got = wary.peek(content, 3 * bs, 100, wait);
   ASSERT_TRUE(got) << got.error().message;
   EXPECT_EQ(*got, bytes.substr(3 * bs, 100));
