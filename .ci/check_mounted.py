@@ -4,6 +4,7 @@
 ctest reports a test that exits 77 as "skipped" and the run as a success; on a CI machine
 with a usable /dev/fuse that would hide a broken mount, so here a skipped, missing or failed
 test labelled "mount" is an error."""
+import glob
 import json
 import os
 import shutil
@@ -60,10 +61,15 @@ def main(build):
             return 1
         print("check_mounted: no mounted tests yet (the mount is not built in this version)")
         return 0
-    junit = os.path.join(build, "ctest-junit.xml")
+    # tools/dev.sh test writes one JUnit file per label (ctest-junit-<label>.xml).
+    junits = sorted(glob.glob(os.path.join(build, "ctest-junit*.xml")))
+    if not junits:
+        print(f"check_mounted: FAIL: no ctest-junit*.xml in {build}: did the tests run?")
+        return 1
     status = {}
-    for case in ET.parse(junit).getroot().iter("testcase"):
-        status[case.get("name")] = case.get("status", "run")
+    for junit in junits:
+        for case in ET.parse(junit).getroot().iter("testcase"):
+            status[case.get("name")] = case.get("status", "run")
     bad = []
     for n in names:
         s = status.get(n, "missing")

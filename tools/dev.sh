@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
 # One entry point for developers and CI (run as root, or with sudo, on Debian 12):
 #   tools/dev.sh build                 set up, build (build/)
-#   tools/dev.sh test                  set up, build, run every test (ctest)
+#   tools/dev.sh test [CTEST ARGS]     set up, build, run every test (ctest): label by label,
+#                                      each with its seconds (a table at the end), unless
+#                                      CTEST ARGS select tests
+#   tools/dev.sh soak-tests N          the mounted and container tests N times in a row under
+#                                      load (stress-ng, or WHFS_SOAK_LOAD); a table of every
+#                                      test that failed at least once, with its failure
+#   tools/dev.sh clean-images          remove the podman images the container tests made
 #   tools/dev.sh mount [REPO] [DIR]    set up, build, mount REPO (DoctorPopi/python_wheelhouse)
 #                                      on DIR (/mnt/wheelhouse)
 #   tools/dev.sh sanitize address|thread [CTEST ARGS]
@@ -22,6 +28,30 @@ configure_and_build() {  # build_dir [cmake args...]
   cmake --build "$dir" -j "$jobs"
 }
 
+# Seconds per step, printed as a table at the end (and appended to $WHFS_STAGES_FILE for
+# .ci/run's table when it is set).
+steps=()
+timed() {  # timed NAME COMMAND...: runs it, records its seconds; returns its status
+  local name=$1 t0 rc=0
+  shift
+  t0=$(date +%s)
+  "$@" || rc=$?
+  local line
+  line=$(printf '%-44s %6ds%s' "$name" $(($(date +%s) - t0)) "$( ((rc == 0)) || echo "  FAILED")")
+  steps+=("$line")
+  [[ -z ${WHFS_STAGES_FILE:-} ]] || echo "$line" >>"$WHFS_STAGES_FILE"
+  return "$rc"
+}
+print_steps() {
+  ((${#steps[@]})) || return 0
+  echo
+  printf '%s\n' "${steps[@]}"
+}
+
+# The labels of the tests, in the order they run (each label's tests in parallel): the unit
+# tests' CPU-bound bursts never share the machine with the timing-sensitive mounted tests.
+test_labels=(unit fakehub ops mount container)
+
 cmd=${1:-test}
 shift || true
 case $cmd in
@@ -30,9 +60,62 @@ case $cmd in
     configure_and_build build
     ;;
   test)
+    trap print_steps EXIT
+    timed "setup (tools/setup.sh --tests)" tools/setup.sh --tests
+    timed "build" configure_and_build build
+    rm -f build/ctest-junit*.xml
+    if (($#)); then
+      timed "ctest $*" ctest --test-dir build --output-on-failure -j "$jobs" \
+        --output-junit ctest-junit.xml "$@"
+      exit
+    fi
+    failed=0
+    for label in "${test_labels[@]}"; do
+      timed "ctest -L $label" ctest --test-dir build --output-on-failure -j "$jobs" -L "^$label\$" \
+        --output-junit "ctest-junit-$label.xml" || failed=1
+    done
+    # A test with none of these labels would run nowhere: fail instead.
+    unlabeled=$(ctest --test-dir build -N -LE "^($(IFS='|'; echo "${test_labels[*]}"))\$" |
+                sed -n 's/^ *Test *#[0-9]*: //p')
+    if [[ -n $unlabeled ]]; then
+      echo "dev.sh: tests with no label of (${test_labels[*]}): $unlabeled" >&2
+      failed=1
+    fi
+    exit "$failed"
+    ;;
+  soak-tests)
+    rounds=${1:?usage: dev.sh soak-tests N}
     tools/setup.sh --tests
+    command -v stress-ng >/dev/null || apt-get install -y -qq --no-install-recommends stress-ng >/dev/null
     configure_and_build build
-    ctest --test-dir build --output-on-failure -j "$jobs" --output-junit ctest-junit.xml "$@"
+    soak=build/soak
+    rm -rf "$soak"
+    mkdir -p "$soak"
+    load=${WHFS_SOAK_LOAD:-stress-ng --cpu "$jobs" --cpu-load 90 --quiet}
+    for ((i = 1; i <= rounds; i++)); do
+      echo "soak: round $i of $rounds under load: $load"
+      # shellcheck disable=SC2086
+      setsid $load &
+      loader=$!
+      ctest --test-dir build --output-on-failure -j "$jobs" -L '^(mount|container)$' \
+        --output-junit "soak/round-$i.xml" >"$soak/round-$i.log" 2>&1 || true
+      kill -- -"$loader" 2>/dev/null || kill "$loader" 2>/dev/null || true
+      wait "$loader" 2>/dev/null || true
+      grep -E '^[0-9]+% tests passed' "$soak/round-$i.log" || tail -n 3 "$soak/round-$i.log"
+    done
+    exec python3 tools/soak_report.py "$soak" "$rounds"
+    ;;
+  clean-images)
+    tools/setup.sh --tests >/dev/null
+    export CONTAINERS_CONF=${CONTAINERS_CONF:-$src/build/podman/containers.conf}
+    [[ -f $CONTAINERS_CONF ]] || unset CONTAINERS_CONF
+    mapfile -t images < <(podman images --format '{{.Repository}}:{{.Tag}}' 2>/dev/null |
+                          grep '^localhost/whfs-' || true)
+    if ((${#images[@]})); then
+      podman rmi --force "${images[@]}" >/dev/null
+      podman image prune --force >/dev/null || true
+    fi
+    echo "clean-images: removed ${#images[@]} image(s)"
     ;;
   sanitize)
     kind=${1:?usage: dev.sh sanitize address|thread [ctest args]}
@@ -50,8 +133,10 @@ case $cmd in
       -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=16 \
       -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$opt -g1" \
       -DCMAKE_C_FLAGS_RELWITHDEBINFO="$opt -g1" >/dev/null
-    cmake --build "build-$kind" -j "$jobs" --target unit_tests
-    ctest --test-dir "build-$kind" --output-on-failure -j "$jobs" -L unit "$@"
+    trap print_steps EXIT
+    timed "build ($kind)" cmake --build "build-$kind" -j "$jobs" --target unit_tests
+    timed "ctest -L unit ($kind)" ctest --test-dir "build-$kind" --output-on-failure -j "$jobs" \
+      -L unit "$@"
     ;;
   fuzz)
     secs=${1:-60}
@@ -62,7 +147,8 @@ case $cmd in
       -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=16 \
       -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
       -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" >/dev/null
-    cmake --build build-fuzz -j "$jobs" --target "${fuzzers[@]}"
+    trap print_steps EXIT
+    timed "build (fuzzers)" cmake --build build-fuzz -j "$jobs" --target "${fuzzers[@]}"
     # Each fuzzer on a core of its own ($jobs at a time); any failure fails the run.
     fuzz_one() {
       local name=$1 work=build-fuzz/corpus/$1
@@ -76,7 +162,7 @@ case $cmd in
       fi
       echo "fuzz: $name: $(grep -E '^stat::number_of_executed_units' "build-fuzz/$name.log")"
     }
-    pids=() failed=0
+    pids=() failed=0 fuzz_t0=$(date +%s)
     for name in "${fuzzers[@]}"; do
       echo "fuzz: $name for ${secs}s"
       fuzz_one "$name" &
@@ -87,6 +173,8 @@ case $cmd in
       fi
     done
     for p in "${pids[@]}"; do wait "$p" || failed=1; done
+    steps+=("$(printf '%-44s %6ds' "run ${#fuzzers[@]} fuzzers, ${secs}s each" $(($(date +%s) - fuzz_t0)))")
+    [[ -z ${WHFS_STAGES_FILE:-} ]] || echo "${steps[-1]}" >>"$WHFS_STAGES_FILE"
     ((failed == 0)) || exit 1
     ;;
   demo)
@@ -107,7 +195,7 @@ case $cmd in
     exec build/fs/wheelhousefs "$repo" "$dir"
     ;;
   *)
-    echo "usage: tools/dev.sh build|test|demo|mount [REPO] [DIR]|sanitize address|thread|fuzz [SECONDS]" >&2
+    echo "usage: tools/dev.sh build|test|demo|mount [REPO] [DIR]|sanitize address|thread|fuzz [SECONDS]|soak-tests N|clean-images" >&2
     exit 2
     ;;
 esac

@@ -19,8 +19,13 @@ if ((${#sources[@]} < 100)); then
   echo "lint: found only ${#sources[@]} C++ sources under fs/ cache/ tools/ tests/; is this the project root?" >&2
   exit 1
 fi
+step() {  # the seconds of a step, for .ci/run's table
+  [[ -z ${WHFS_STAGES_FILE:-} ]] || printf '%-44s %6ds\n' "$1" "$2" >>"$WHFS_STAGES_FILE"
+}
 echo "lint: clang-format on ${#sources[@]} files"
+t0=$(date +%s)
 clang-format --dry-run --Werror "${sources[@]}"
+step "clang-format (${#sources[@]} files)" $(($(date +%s) - t0))
 
 [[ -f build/compile_commands.json ]] || cmake -S . -B build -G Ninja >/dev/null
 if [[ ${1:-} == --changed ]]; then
@@ -38,6 +43,8 @@ echo "lint: clang-tidy on ${#tidy[@]} files"
 # run-clang-tidy takes regexes: one exact path each. The GCC-only warning flags of the build are
 # unknown to clang.
 regex=$(printf '%s$|' "${tidy[@]}")
+t0=$(date +%s)
+trap 'step "clang-tidy (${#tidy[@]} files)" $(($(date +%s) - t0))' EXIT
 run-clang-tidy -p build -j "$jobs" -quiet -extra-arg=-Wno-unknown-warning-option "${regex%|}" \
   >build/lint-tidy.log 2>&1 || {
   sed 's/\x1b\[[0-9;]*m//g' build/lint-tidy.log | grep -E "(warning|error):" | sort -u >&2

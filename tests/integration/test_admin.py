@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 
 import mounttest
@@ -254,10 +255,15 @@ class Doctor(MountedTestCase):
         self.assertRegex(r.stdout, rf"(?m)^FAIL  mount +{re.escape(dead.mountpoint)}: dead")
         self.assertRegex(r.stdout, rf"(?m)^FAIL  mount +{re.escape(self.tmp)}: not a wheelhouse")
         self.assertRegex(r.stdout, r"not ready: 2 failed")
-        # An unreachable endpoint fails the hub check, saying the connection was refused.
-        r = run([CLI, "doctor", "--endpoint", "http://127.0.0.1:9"])
+        # An unreachable endpoint fails the hub check, saying the connection was refused: a
+        # port of this test's own, bound and not listening (nothing else can answer on it).
+        with socket.socket() as closed:
+            closed.bind(("127.0.0.1", 0))
+            port = closed.getsockname()[1]
+            r = run([CLI, "doctor", "--endpoint", f"http://127.0.0.1:{port}"])
         self.assertEqual(r.returncode, 1)
-        self.assertRegex(r.stdout, r"(?m)^FAIL  hub +http://127\.0\.0\.1:9: .*connection refused")
+        self.assertRegex(r.stdout,
+                         rf"(?m)^FAIL  hub +http://127\.0\.0\.1:{port}: .*connection refused")
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ import threading
 import time
 
 import mounttest
+import sysusers
 from mounttest import MountedTestCase, sha256_file, wait_for
 from test_callers import TAG, activated, real_venv
 
@@ -28,23 +29,21 @@ FAKE_CUDART = os.path.join(mounttest.BUILD_DIR, "tests", "unit", "target", "libf
 HELPER = os.path.join(mounttest.BUILD_DIR, "tests", "unit", "cache", "cache_test_helper")
 HINT = os.path.join(mounttest.BUILD_DIR, "tools", "wheelhouse-hint")
 GPUS = {"FAKE_CUDA_DEVICES": "8.9"}
-USER, UID = "whfs-hostile", 4242
-OTHER, OTHER_UID = "whfs-bystander", 4243
-GROUP = "whfs-hostile-share"
 DEADLINE = 2.0  # the mount's deadline for reading a caller's files (CallerTargetsConfig)
 
 
-def ensure_user(name, uid, groups=()):
-    if subprocess.run(["id", "-u", name], capture_output=True).returncode != 0:
-        subprocess.run(["useradd", "-u", str(uid), "-M", "-N", "-g", "nogroup", "-s",
-                        "/usr/sbin/nologin", name], check=True, capture_output=True)
-    for g in groups:
-        subprocess.run(["usermod", "-a", "-G", g, name], check=True, capture_output=True)
+class People:
+    """The hostile user (a member of the cache's group), a bystander and that group: made once
+    per test program with names of its own (sysusers), removed when it exits."""
+    _made = None
 
-
-def ensure_group(name):
-    if subprocess.run(["getent", "group", name], capture_output=True).returncode != 0:
-        subprocess.run(["groupadd", name], check=True, capture_output=True)
+    @classmethod
+    def get(cls):
+        if cls._made is None:
+            group = sysusers.group("share")
+            cls._made = (sysusers.user("hostile", groups=(group,)), sysusers.user("bystander"),
+                         group)
+        return cls._made
 
 
 def as_user(uid, argv, env=None, timeout=60, groups=None):
@@ -58,8 +57,9 @@ def as_user(uid, argv, env=None, timeout=60, groups=None):
 
 
 def needs_root(test):
-    if os.geteuid() != 0 or not shutil.which("setpriv") or not shutil.which("useradd"):
-        test.skipTest("needs root, setpriv and useradd (a second user is made)")
+    ok, why = sysusers.usable()
+    if not ok:
+        test.skipTest(f"a second user is made: {why}")
 
 
 class Watch:
@@ -100,8 +100,8 @@ class Hostile(MountedTestCase):
 
     def setUp(self):
         needs_root(self)
-        ensure_user(USER, UID)
-        ensure_user(OTHER, OTHER_UID)
+        hostile, bystander, group = People.get()
+        self.uid, self.other_uid, self.group = hostile.uid, bystander.uid, group
 
 
 class Reentrant(Hostile):
@@ -112,7 +112,7 @@ class Reentrant(Hostile):
 
     def readlink_as_user(self, env, timeout=30):
         env = dict({"PATH": "/usr/bin:/bin"}, **env)
-        return as_user(UID, ["readlink", os.path.join(self.mnt, "current")], env, timeout)
+        return as_user(self.uid, ["readlink", os.path.join(self.mnt, "current")], env, timeout)
 
     def test_a_path_into_the_mount_is_never_followed(self):
         link = os.path.join(self.scratch("links"), "into")
@@ -132,7 +132,7 @@ class Reentrant(Hostile):
                 self.assertEqual(out.strip(), "targets/unresolved")
                 self.assertLess(took, DEADLINE, f"{what}: {took:.2f} s")
         env = dict({"PATH": "/usr/bin:/bin"}, VIRTUAL_ENV=f"{self.mnt}/current")
-        rc, out, err, _ = as_user(UID, ["cat", os.path.join(self.mnt, "current", ".target")], env)
+        rc, out, err, _ = as_user(self.uid, ["cat", os.path.join(self.mnt, "current", ".target")], env)
         self.assertEqual(rc, 0, err)
         self.assertIn("inside this mount", json.loads(out)["why_empty"])
 
@@ -151,7 +151,7 @@ class Reentrant(Hostile):
         env = {"PATH": "/usr/bin:/bin", "VIRTUAL_ENV": f"{self.mnt}/current"}
         self.readlink_as_user(env)  # `current` in the kernel's cache, as the review had it
         watch = Watch(self.mnt)
-        rc, out, err, took = as_user(UID, [sys.executable, "-c", script,
+        rc, out, err, took = as_user(self.uid, [sys.executable, "-c", script,
                                            os.path.join(self.mnt, "current")], env, timeout=120)
         worst_ls = watch.done()
         self.assertEqual(rc, 0, err)
@@ -228,7 +228,7 @@ class TargetBudgets(Hostile):
         script = ("import os,sys\nok=bad=0\nfor k in sys.argv[2:]:\n"
                   " try: os.stat(os.path.join(sys.argv[1],'targets',k)); ok+=1\n"
                   " except FileNotFoundError: bad+=1\nprint(ok,bad)")
-        rc, out, err, _ = as_user(UID, [sys.executable, "-c", script, m.mountpoint] + KEYS[:1100],
+        rc, out, err, _ = as_user(self.uid, [sys.executable, "-c", script, m.mountpoint] + KEYS[:1100],
                                   timeout=300)
         self.assertEqual(rc, 0, err)
         made, refused = map(int, out.split())
@@ -236,7 +236,7 @@ class TargetBudgets(Hostile):
         self.assertLessEqual(made, 64)
         self.assertGreaterEqual(refused, 1100 - 64)
         # Another user's own made-up keys, and everyone's current/, still work.
-        rc, out, err, _ = as_user(OTHER_UID, [sys.executable, "-c", script, m.mountpoint] +
+        rc, out, err, _ = as_user(self.other_uid, [sys.executable, "-c", script, m.mountpoint] +
                                   KEYS[1100:1110])
         self.assertEqual((rc, out.split()), (0, ["10", "0"]), err)
         ls = ["ls", m.path("current/")]
@@ -266,8 +266,6 @@ class Probe(Hostile):
 class PlantedListings(Hostile):
     def setUp(self):
         super().setUp()
-        ensure_group(GROUP)
-        ensure_user(USER, UID, groups=(GROUP,))
         wheels = sorted((p for p in self.manifest["files"] if p.endswith(".whl")),
                         key=lambda p: self.manifest["files"][p]["size"])
         self.victim = wheels[len(wheels) // 2]
@@ -285,7 +283,7 @@ class PlantedListings(Hostile):
             r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
             self.assertEqual(r.returncode, 0, r.stderr)
             return r.stdout
-        rc, out, err, _ = as_user(uid, argv, groups=[GROUP])
+        rc, out, err, _ = as_user(uid, argv, groups=[self.group])
         self.assertEqual(rc, 0, err)
         return out
 
@@ -297,19 +295,19 @@ class PlantedListings(Hostile):
         root = self.scratch("group")
         os.chmod(root, 0o755)
         cache = os.path.join(root, "cache")
-        opts = [f"cache_group={GROUP}"]
+        opts = [f"cache_group={self.group}"]
         m = self.mount(cache_dir=cache, options=opts)
         self.assertEqual(sha256_file(m.path(self.victim)), self.want)
         status = m.status()
         m.unmount()
-        self.plant(cache, status, uid=UID)
+        self.plant(cache, status, uid=self.uid)
         m2 = self.mount(name="m2", cache_dir=cache, options=opts)
         self.assertEqual(self.served(m2), (self.want, self.want))
         self.assertIn("differs from the Hub's", m2.read_log())
         m2.unmount()
         # The plant was real: a daemon told to trust the cache's writers serves it (planted
         # again: the wary daemon put the Hub's listing back).
-        self.plant(cache, status, uid=UID)
+        self.plant(cache, status, uid=self.uid)
         m3 = self.mount(name="m3", cache_dir=cache, options=opts + ["cache_trusted"])
         got, listed = self.served(m3)
         self.assertNotEqual(listed, self.want)
@@ -321,7 +319,7 @@ class PlantedListings(Hostile):
         root = self.scratch("meta")
         os.chmod(root, 0o755)
         cache = os.path.join(root, "cache")
-        opts = [f"cache_group={GROUP}", "arch=sm89", "torch=2.9", "cuda=12.8"]
+        opts = [f"cache_group={self.group}", "arch=sm89", "torch=2.9", "cuda=12.8"]
         key = f"sm89-torch2.9-cu128-{TAG}"
         m = self.mount(cache_dir=cache, options=opts)
         page = m.path(f"targets/{key}/simple/flash-attn")
@@ -337,8 +335,8 @@ class PlantedListings(Hostile):
                     if b"\n\n" in genuine else genuine + b"Requires-Dist: evil-package\n")
         os.chmod(planted, 0o644)
         os.chmod(os.path.dirname(planted), 0o755)
-        rc, out, err, _ = as_user(UID, [HELPER, "plant-metadata", cache, sha, planted],
-                                  groups=[GROUP])
+        rc, out, err, _ = as_user(self.uid, [HELPER, "plant-metadata", cache, sha, planted],
+                                  groups=[self.group])
         self.assertEqual(rc, 0, err)
         m2 = self.mount(name="m2", cache_dir=cache, options=opts)
         with open(m2.path(f"targets/{key}/simple/flash-attn/{name}"), "rb") as f:
@@ -347,7 +345,7 @@ class PlantedListings(Hostile):
         self.assertEqual(served, genuine)
         m2.unmount()
         # The plant was real: a daemon told to trust the cache's writers serves it.
-        as_user(UID, [HELPER, "plant-metadata", cache, sha, planted], groups=[GROUP])
+        as_user(self.uid, [HELPER, "plant-metadata", cache, sha, planted], groups=[self.group])
         m3 = self.mount(name="m3", cache_dir=cache, options=opts + ["cache_trusted"])
         with open(m3.path(f"targets/{key}/simple/flash-attn/{name}"), "rb") as f:
             self.assertIn(b"evil-package", f.read())

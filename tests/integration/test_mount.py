@@ -8,6 +8,7 @@ import os
 import random
 import re
 import signal
+import socket
 import subprocess
 import time
 
@@ -199,15 +200,19 @@ class MountLifecycle(MountedTestCase):
     def test_unreachable_hub_with_nothing_cached_fails_fast(self):
         work = self.scratch("down")
         start = time.monotonic()
-        r = subprocess.run([mounttest.BINARY, "-o", f"endpoint=http://127.0.0.1:9,cache_dir={work}/c",
-                            REPO, self.scratch("mnt")], capture_output=True, text=True, timeout=60)
+        with socket.socket() as closed:  # a port of this test's own that refuses connections
+            closed.bind(("127.0.0.1", 0))
+            port = closed.getsockname()[1]
+            r = subprocess.run([mounttest.BINARY, "-o",
+                                f"endpoint=http://127.0.0.1:{port},cache_dir={work}/c", REPO,
+                                self.scratch("mnt")], capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 1)
         self.assertLess(time.monotonic() - start, 30)
         # The cause first, short; what it means and what to check after it (issue 24).
         lines = r.stderr.strip().splitlines()
         self.assertEqual(len(lines), 2, r.stderr)
         self.assertLessEqual(len(lines[0]), 160, lines[0])
-        self.assertRegex(lines[0], r"^wheelhousefs: cannot reach the Hub at http://127\.0\.0\.1:9: "
+        self.assertRegex(lines[0], rf"^wheelhousefs: cannot reach the Hub at http://127\.0\.0\.1:{port}: "
                                    r"connection refused \(\d+ tries in \d+ s\)$")
         self.assertIn("no copy", lines[1])
         self.assertNotIn("redacted", r.stderr)

@@ -3,6 +3,7 @@
 tenants"): private by default, read-only tiers for containers, many daemons on one cache
 directory downloading each byte about once, and nothing another writer plants being served."""
 import concurrent.futures
+import grp
 import os
 import re
 import shutil
@@ -13,24 +14,24 @@ import sys
 import unittest
 
 import mounttest
+import sysusers
 from mounttest import REPO, MountedTestCase, sha256_file, wait_for
 
 HELPER = os.path.join(mounttest.BUILD_DIR, "tests", "unit", "cache", "cache_test_helper")
 
 
-# A group for caches shared deliberately (cache_group=); made once, kept.
-SHARE_GROUP = "whfs-share-test"
+_share_group = []
 
 
 def share_group(test):
-    """The group's name, made if missing (root only; the test is skipped otherwise)."""
-    if subprocess.run(["getent", "group", SHARE_GROUP], capture_output=True).returncode != 0:
-        if os.geteuid() != 0:
-            test.skipTest(f"needs the group {SHARE_GROUP} (groupadd needs root)")
-        # (another test program may be making it at the same moment)
-        subprocess.run(["groupadd", "--system", SHARE_GROUP], capture_output=True)
-        subprocess.run(["getent", "group", SHARE_GROUP], capture_output=True, check=True)
-    return SHARE_GROUP
+    """A group for caches shared deliberately (cache_group=): made once per test program and
+    removed at its end (sysusers); root only, the test is skipped otherwise."""
+    if not _share_group:
+        ok, why = sysusers.usable()
+        if not ok:
+            test.skipTest(f"a group is made: {why}")
+        _share_group.append(sysusers.group("share"))
+    return _share_group[0]
 
 
 def mode(path):
@@ -243,39 +244,24 @@ class SharedTrust(Wheels, MountedTestCase):
             self.assertNotIn("verifying it in memory", log)  # nobody fell back
 
 
-ATTACKER, ATTACKER_GROUP, ATTACKER_ID = "whfs-attk", "whfs-attk-grp", 64123
 CACHE_NAMES = ("session.lock", "downloads.lock", "session", "session.tmp", "data.mdb",
                "lock.mdb")
 CLI = os.path.join(mounttest.BUILD_DIR, "tools", "wheelhouse")
 
 
-def as_attacker(script, timeout=30):
-    """Runs a shell script as the unprivileged member of the cache's group."""
-    return subprocess.run(["setpriv", f"--reuid={ATTACKER_ID}", f"--regid={ATTACKER_ID}",
-                           "--init-groups", "--", "/bin/sh", "-c", script],
-                          capture_output=True, text=True, timeout=timeout)
+class Attacker:
+    """The unprivileged member of the cache's group (sysusers: made for this test program)."""
 
+    def __init__(self):
+        self.group = sysusers.group("attk")
+        self.gid = grp.getgrnam(self.group).gr_gid
+        self.uid = sysusers.user("attk", groups=(self.group,)).uid
 
-def ensure_attacker():
-    """The group and its member (fixed ids, idempotent); returns whether this run made them."""
-    made = False
-    if subprocess.run(["getent", "group", ATTACKER_GROUP], capture_output=True,
-                      timeout=30).returncode != 0:
-        subprocess.run(["groupadd", "-g", str(ATTACKER_ID), ATTACKER_GROUP], check=True,
-                       capture_output=True, timeout=30)
-        made = True
-    if subprocess.run(["getent", "passwd", ATTACKER], capture_output=True,
-                      timeout=30).returncode != 0:
-        subprocess.run(["useradd", "-M", "-N", "-u", str(ATTACKER_ID), "-g", ATTACKER_GROUP,
-                        "-d", "/nonexistent", "-s", "/usr/sbin/nologin", ATTACKER], check=True,
-                       capture_output=True, timeout=30)
-        made = True
-    return made
-
-
-def remove_attacker():
-    subprocess.run(["userdel", ATTACKER], capture_output=True, timeout=30)
-    subprocess.run(["groupdel", ATTACKER_GROUP], capture_output=True, timeout=30)
+    def run(self, script, timeout=30):
+        """Runs a shell script as the member."""
+        return subprocess.run(["setpriv", f"--reuid={self.uid}", f"--regid={self.gid}",
+                               "--clear-groups", "--", "/bin/sh", "-c", script],
+                              capture_output=True, text=True, timeout=timeout)
 
 
 def kill_daemons_of(cache):
@@ -317,8 +303,7 @@ class SymlinkAttack(Wheels, MountedTestCase):
             raise unittest.SkipTest("needs setpriv (util-linux)")
         super().setUpClass()
         os.chmod(cls.tmp, 0o711)  # the member reaches the cache directories, lists nothing else
-        if ensure_attacker():
-            cls.addClassCleanup(remove_attacker)
+        cls.attacker = Attacker()
 
     def setUp(self):
         self.victims = self.scratch("victims")
@@ -331,7 +316,7 @@ class SymlinkAttack(Wheels, MountedTestCase):
         self.shared = os.path.join(self.victims, "group-rw")
         with open(self.shared, "w") as f:
             f.write("a group-writable file of root's, not a cache file\n")
-        os.chown(self.shared, 0, ATTACKER_ID)
+        os.chown(self.shared, 0, self.attacker.gid)
         os.chmod(self.shared, 0o660)
         for v in (self.secret, self.shared):
             os.utime(v, ns=(1600000000 * 10**9, 1600000000 * 10**9))
@@ -347,7 +332,7 @@ class SymlinkAttack(Wheels, MountedTestCase):
         Returns whether it mounted."""
         try:
             m = self.mount(name=name, cache_dir=cache, daemon=True,
-                           options=[f"cache_group={ATTACKER_GROUP}", "read_timeout=5s"])
+                           options=[f"cache_group={self.attacker.group}", "read_timeout=5s"])
         except subprocess.TimeoutExpired:
             kill_daemons_of(cache)
             subprocess.run(["fusermount3", "-u", "-z", os.path.join(self.scratch(name), "mnt")],
@@ -373,13 +358,13 @@ class SymlinkAttack(Wheels, MountedTestCase):
         """A group-shared cache the root daemon made, used once."""
         cache = os.path.join(self.scratch(name), "cache")
         m = self.mount(name=name + "-warm", cache_dir=cache,
-                       options=[f"cache_group={ATTACKER_GROUP}"])
+                       options=[f"cache_group={self.attacker.group}"])
         self.assertEqual(sha256_file(m.path(self.wheel)),
                          self.manifest["files"][self.wheel]["sha256"])
         m.unmount()
         st = os.stat(cache)
         self.assertEqual(stat.S_IMODE(st.st_mode), 0o3770)
-        self.assertEqual(st.st_gid, ATTACKER_ID)
+        self.assertEqual(st.st_gid, self.attacker.gid)
         return cache
 
     def test_a_member_cannot_replace_the_root_daemons_files(self):
@@ -388,10 +373,10 @@ class SymlinkAttack(Wheels, MountedTestCase):
         self.assertIn("session.lock", present)
         for n in present:
             with self.subTest(name=n):
-                r = as_attacker(f"cd '{cache}' && rm -f {n}")
+                r = self.attacker.run(f"cd '{cache}' && rm -f {n}")
                 self.assertNotEqual(r.returncode, 0, f"the member unlinked {n}")
                 self.assertIn("Operation not permitted", r.stderr)
-                r = as_attacker(f"cd '{cache}' && ln -s '{self.secret}' planted.{n} && "
+                r = self.attacker.run(f"cd '{cache}' && ln -s '{self.secret}' planted.{n} && "
                                 f"mv -f planted.{n} {n}; rc=$?; rm -f planted.{n}; exit $rc")
                 self.assertNotEqual(r.returncode, 0, f"the member renamed over {n}")
                 self.assertIn("Operation not permitted", r.stderr)
@@ -399,7 +384,7 @@ class SymlinkAttack(Wheels, MountedTestCase):
                 self.assertTrue(stat.S_ISREG(st.st_mode), n)
                 self.assertEqual(st.st_uid, 0, n)
         # What does not exist yet (session.tmp) can still be planted: it is never followed.
-        r = as_attacker(f"cd '{cache}' && ln -s '{self.secret}' session.tmp")
+        r = self.attacker.run(f"cd '{cache}' && ln -s '{self.secret}' session.tmp")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertTrue(self.mount_as_root(cache, "after"))
         self.assert_victims_untouched()
@@ -409,7 +394,7 @@ class SymlinkAttack(Wheels, MountedTestCase):
         `names` before root's first mount."""
         cache = os.path.join(self.scratch(f"{kind}-{len(names)}-{names[0]}"), "cache")
         os.mkdir(cache)
-        os.chown(cache, 0, ATTACKER_ID)
+        os.chown(cache, 0, self.attacker.gid)
         os.chmod(cache, 0o3770)
         names = " ".join(names)
         if kind == "symlink":
@@ -420,11 +405,11 @@ class SymlinkAttack(Wheels, MountedTestCase):
             script = f"for n in {names}; do mkdir $n && touch $n/x || exit 1; done"
         else:
             target = self.secret
-            probe = as_attacker(f"cd '{cache}' && ln '{self.secret}' probe && rm probe")
+            probe = self.attacker.run(f"cd '{cache}' && ln '{self.secret}' probe && rm probe")
             if probe.returncode != 0:  # fs.protected_hardlinks: a file it may read and write
                 target = self.shared
             script = f"for n in {names}; do ln '{target}' $n || exit 1; done"
-        r = as_attacker(f"cd '{cache}' && {script}")
+        r = self.attacker.run(f"cd '{cache}' && {script}")
         if r.returncode != 0 and kind == "hardlink":
             self.skipTest(f"the kernel lets this user link no file of root's: {r.stderr}")
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -464,12 +449,12 @@ class SymlinkAttack(Wheels, MountedTestCase):
                            text=True, timeout=60)
         self.assertNotEqual(r.returncode, 0, "a group-writable cache opened as a private one")
         self.assertIn("cache_group", r.stderr)
-        r = subprocess.run([CLI, "cache", "--cache-dir", cache, "--cache-group", ATTACKER_GROUP,
+        r = subprocess.run([CLI, "cache", "--cache-dir", cache, "--cache-group", self.attacker.group,
                             "stats"], capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("contents", r.stdout)
         # A member who does not own the directory inspects it too, and changes no mode.
-        r = as_attacker(f"'{CLI}' cache --cache-dir '{cache}' --cache-group {ATTACKER_GROUP} ls",
+        r = self.attacker.run(f"'{CLI}' cache --cache-dir '{cache}' --cache-group {self.attacker.group} ls",
                         timeout=60)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn(self.manifest["files"][self.wheel]["sha256"], r.stdout)
