@@ -52,8 +52,8 @@ std::string too_long(const wheel::ZipEntry& e) {
 // a time, from the start or from a restart point.
 class Inflater {
  public:
-  Inflater(const LocalZip& zip, std::uint64_t data_at, std::uint64_t compressed)
-      : zip_(zip), data_at_(data_at), compressed_(compressed) {}
+  Inflater(LocalZip zip, std::uint64_t data_at, std::uint64_t compressed)
+      : zip_(std::move(zip)), data_at_(data_at), compressed_(compressed) {}
   ~Inflater() {
     if (live_) inflateEnd(&z_);
   }
@@ -237,8 +237,8 @@ Expected<std::string, std::string> LocalZip::member(const wheel::ZipEntry& e,
 
 // ---- MemberReader ----------------------------------------------------------------------
 
-MemberReader::MemberReader(const LocalZip& zip, wheel::ZipEntry e, std::uint64_t data_at)
-    : zip_(zip), entry_(std::move(e)), data_at_(data_at) {}
+MemberReader::MemberReader(LocalZip zip, wheel::ZipEntry e, std::uint64_t data_at)
+    : zip_(std::move(zip)), entry_(std::move(e)), data_at_(data_at) {}
 
 MemberReader::~MemberReader() = default;
 
@@ -249,7 +249,13 @@ Expected<std::unique_ptr<MemberReader>, std::string> MemberReader::open(const Lo
   auto at = zip.data_offset(e);
   if (!at) return unexpected(at.error());
   std::unique_ptr<MemberReader> r(new MemberReader(zip, e, *at));
-  if (e.method == 0) return r;
+  if (e.method == 0) {
+    // Read where it lies; its CRC-32 checked once, as a deflated member's is.
+    if (auto ok = zip.stream_member(e, [](const char*, std::size_t) {}); !ok) {
+      return unexpected(ok.error());
+    }
+    return r;
+  }
   if (auto ok = r->index(std::max<std::uint64_t>(span, 1)); !ok) return unexpected(ok.error());
   return r;
 }

@@ -54,11 +54,12 @@ class LocalZip {
 };
 
 // Reads anywhere in one member without holding it whole. A stored member is read where it
-// lies. A deflated one is inflated once at open (its size and CRC-32 checked), keeping a point
-// to restart inflating from every `span` bytes (zlib's zran: the 32 KiB window and the bit
-// position at a block boundary); a read then inflates from the last point before it, or goes on
-// from where the last read ended, and the last MiB inflated is kept for reads just behind it.
-// Memory: 32 KiB a point (16 MiB for a 2 GiB member), 2 MiB of recent bytes, what is read.
+// lies (its CRC-32 checked at open). A deflated one is inflated once at open (its size and CRC-32
+// checked), keeping a point to restart inflating from every `span` bytes (zlib's zran: the 32 KiB
+// window and the bit position at a block boundary); a read then inflates from the last point before
+// it, or goes on from where the last read ended, and the last MiB inflated is kept for reads just
+// behind it. Memory: 32 KiB a point (16 MiB for a 2 GiB member), 2 MiB of recent bytes, what is
+// read.
 class MemberReader {
  public:
   static constexpr std::uint64_t kSpan = 4 << 20;
@@ -83,7 +84,7 @@ class MemberReader {
     int bits = 0;           // bits of the byte before `in` that belong after the point
     std::string window;     // the last 32 KiB inflated before it
   };
-  MemberReader(const LocalZip& zip, wheel::ZipEntry e, std::uint64_t data_at);
+  MemberReader(LocalZip zip, wheel::ZipEntry e, std::uint64_t data_at);
   Expected<void, std::string> index(std::uint64_t span);
 
   LocalZip zip_;

@@ -149,10 +149,14 @@ TEST_F(LocalZipTest, RandomReadsOfADeflatedMemberFromRestartPoints) {
 }
 
 TEST_F(LocalZipTest, ACorruptCrcIsFoundAtOpen) {
-  const LocalZip zip = open(make_zip({{"pkg/x.so", text(100000), true, true}}));
+  const LocalZip zip = open(make_zip(
+      {{"pkg/x.so", text(100000), true, true}, {"pkg/stored.so", text(1000), false, true}}));
   auto r = MemberReader::open(zip, entry(zip, "pkg/x.so"));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error(), "pkg/x.so: CRC-32 mismatch");
+  auto stored = MemberReader::open(zip, entry(zip, "pkg/stored.so"));
+  ASSERT_FALSE(stored);
+  EXPECT_EQ(stored.error(), "pkg/stored.so: CRC-32 mismatch");
 }
 
 }  // namespace
