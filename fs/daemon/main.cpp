@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,7 @@
 #include "fs/common/version.h"
 #include "fs/daemon/mount_app.h"
 #include "fs/daemon/options.h"
+#include "fs/metrics/metrics.h"
 
 #ifdef WHFS_HAVE_SYSTEMD
 #include <systemd/sd-daemon.h>
@@ -236,6 +238,23 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "wheelhousefs: %s\n", bad.c_str());
     return 2;
   }
+  // The files the daemon will write, checked (and the log opened) before it starts: a folder
+  // another user can change, a planted link, another user's file is a bad option.
+  std::unique_ptr<whfs::LogFile> log_file;
+  if (!opts.foreground && !opts.log_file.empty()) {
+    auto f = whfs::LogFile::open(opts.log_file, opts.log_size, "log_file=" + opts.log_file);
+    if (!f) {
+      std::fprintf(stderr, "wheelhousefs: %s\n", f.error().c_str());
+      return 2;
+    }
+    log_file = std::move(*f);
+  }
+  if (!opts.metrics_textfile.empty()) {
+    if (auto t = whfs::metrics::open_textfile_folder(opts.metrics_textfile); !t) {
+      std::fprintf(stderr, "wheelhousefs: %s\n", t.error().c_str());
+      return 2;
+    }
+  }
   whfs::setup_logging(opts.log_level);
   // The daemon holds the token in memory: no core dump, and no ptrace or /proc/PID/mem
   // reading by other processes of the same user, unless asked for when debugging.
@@ -271,14 +290,14 @@ int main(int argc, char** argv) {
     if (ready_fd >= 0) {
       // From now on the daemon has no terminal: its log goes to log_file=, syslog (the
       // journal) or a file of its own, never nowhere.
-      const std::string where =
-          whfs::log_detached(opts.log_file, fallback_log_file(::geteuid() == 0));
-      if (where.empty()) {
-        spdlog::warn("cannot open a log file ({}); only `wheelhouse status` keeps the last errors",
-                     opts.log_file.empty() ? fallback_log_file(::geteuid() == 0) : opts.log_file);
+      const auto where = whfs::log_detached(std::move(log_file),
+                                            fallback_log_file(::geteuid() == 0), opts.log_size);
+      if (!where) {
+        spdlog::warn("cannot log to a file ({}); only `wheelhouse status` keeps the last errors",
+                     where.error());
       } else {
         spdlog::info("wheelhousefs {} on {}: logging to {}", whfs::kVersion, opts.mountpoint,
-                     where);
+                     *where);
       }
       (void)!::write(ready_fd, "R", 1);
       ::close(ready_fd);

@@ -80,7 +80,13 @@ Expected<void, std::string> apply_option(MountOptions& o, const std::string& ite
     return {};
   }
   if (key == "token_file") return set_string(o.token_file);
-  if (key == "log_file") return set_string(o.log_file);
+  if (key == "log_file") {
+    if (auto r = set_string(o.log_file); !r) return r;
+    if (!o.log_file.starts_with("/")) {
+      return unexpected("log_file must be an absolute path (the daemon runs from /)");
+    }
+    return {};
+  }
   if (key == "metrics") {
     if (auto r = need_value(); !r) return r;
     auto listen = metrics::parse_listen(value);
@@ -296,6 +302,14 @@ Expected<MountOptions, std::string> parse_mount_args(const std::vector<std::stri
       if (const char* v = getenv(var); v != nullptr) *field = v;
     }
   }
+  if (const char* v = getenv("WHEELHOUSE_LOG_SIZE"); v != nullptr && *v != '\0') {
+    const auto bytes = parse_size(v);
+    if (!bytes || *bytes < 4096) {
+      return unexpected("WHEELHOUSE_LOG_SIZE must be a size of at least 4K, such as 10M, got '" +
+                        shown(v) + "'");
+    }
+    o.log_size = *bytes;
+  }
   // Every value that can be wrong on the command line is refused here, so that each such
   // mistake exits 2 with one line (not 1, after the mount started).
   // (Their messages quote the value, which may come from the environment: kept one line.)
@@ -354,13 +368,16 @@ Python, its torch and CUDA, the GPUs it may use; targets/KEY/ those of any targe
                       a loopback address)
   -o log_file=PATH    where the daemon logs once detached (default: syslog when /dev/log
                       exists, else /var/log/wheelhousefs.log for root or
-                      ~/.local/state/wheelhouse-fs/wheelhousefs.log)
+                      ~/.local/state/wheelhouse-fs/wheelhousefs.log); created 0600, in a
+                      folder only this user or root can write (or a sticky one, like /tmp),
+                      never through a link; rotated at 10M, 3 kept ($WHEELHOUSE_LOG_SIZE)
   -o metrics=[HOST:]PORT
                       serve Prometheus metrics at http://HOST:PORT/metrics (HOST defaults
                       to 127.0.0.1; another address only when named, e.g. 0.0.0.0:9101)
   -o metrics_textfile=PATH
                       write the same metrics to PATH (ending in .prom) every 5 s, for
-                      node_exporter's textfile collector; removed at unmount
+                      node_exporter's textfile collector; removed at unmount (its folder
+                      as for log_file)
   -o nonempty         mount over a folder that is not empty (its files are hidden while
                       mounted; by default such a folder is refused)
   -o dumpable         allow core dumps of the daemon (off by default: a dump would hold

@@ -40,8 +40,10 @@ struct MountOptions {
   std::chrono::seconds stall_timeout{5};
   std::chrono::seconds caller_timeout{2};  // how long current/ waits for a process's files
   bool streaming = false;                  // serve bytes before the whole file is verified (opt-in)
-  bool insecure_token = false;   // send the token to a plain-http endpoint off this machine
-  std::string log_file;          // where a detached daemon logs (default: syslog, else a file)
+  bool insecure_token = false;  // send the token to a plain-http endpoint off this machine
+  std::string log_file;         // where a detached daemon logs (default: syslog, else a file)
+  std::uint64_t log_size =
+      10ull << 20;               // a log file is rotated at this size ($WHEELHOUSE_LOG_SIZE)
   bool dumpable = false;         // allow core dumps (they would hold the token)
   std::string metrics;           // Prometheus /metrics listener, "127.0.0.1:9101" ("" = none)
   std::string metrics_textfile;  // node_exporter textfile ("" = none)

@@ -189,6 +189,9 @@ Expected<std::unique_ptr<Exporter>, std::string> Exporter::start(const std::stri
   }
   if (!textfile.empty()) {
     e->textfile_ = textfile;
+    auto folder = open_textfile_folder(textfile);
+    if (!folder) return unexpected(folder.error());
+    e->folder_ = std::make_unique<TextfileFolder>(std::move(*folder));
     if (auto w = e->write_textfile(); !w) return unexpected(w.error());
     e->writer_ = std::thread([p = e.get()] { p->textfile_loop(); });
   }
@@ -203,30 +206,41 @@ Exporter::~Exporter() {
   cv_.notify_all();
   if (writer_.joinable()) writer_.join();
   exposer_.reset();
-  if (!textfile_.empty()) ::unlink(textfile_.c_str());
+  // Removed while it is still the file last written here (never what took its name since).
+  struct stat st {};
+  if (folder_ &&
+      ::fstatat(folder_->folder.fd(), folder_->name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+      st.st_dev == written_dev_ && st.st_ino == written_ino_) {
+    ::unlinkat(folder_->folder.fd(), folder_->name.c_str(), 0);
+  }
+}
+
+Expected<TextfileFolder, std::string> open_textfile_folder(const std::string& textfile) {
+  const std::string what = "metrics_textfile=" + textfile;
+  const auto slash = textfile.rfind('/');
+  if (textfile.empty() || textfile[0] != '/' || slash + 1 == textfile.size()) {
+    return unexpected(what + ": not an absolute path to a file");
+  }
+  auto folder = OwnFolder::open(slash == 0 ? "/" : textfile.substr(0, slash), false, what);
+  if (!folder) return unexpected(folder.error());
+  std::string name = textfile.substr(slash + 1);
+  if (auto ok = replaceable(*folder, name, what); !ok) return unexpected(ok.error());
+  return TextfileFolder{std::move(*folder), std::move(name)};
 }
 
 Expected<void, std::string> Exporter::write_textfile() {
-  const std::filesystem::path path(textfile_);
-  const std::string dir = path.has_parent_path() ? path.parent_path().string() : ".";
-  const std::string name = path.filename().string();
+  const int dfd = folder_->folder.fd();
+  const std::string& name = folder_->name;
   const std::string tmp = "." + name + "." + std::to_string(::getpid()) + ".tmp";
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) {
-    return unexpected("metrics_textfile=" + textfile_ + ": cannot open its folder (" +
-                      std::strerror(errno) + ")");
-  }
   const std::string text = to_text(collect_());
-  // O_EXCL | O_NOFOLLOW: a name planted in a folder others can write is never followed;
-  // rename() then replaces the entry itself, never what a planted link points to.
+  // O_EXCL | O_NOFOLLOW: a name planted in a sticky folder is never followed; rename() then
+  // replaces the entry itself, never what a planted link points to.
   ::unlinkat(dfd, tmp.c_str(), 0);
   const int fd =
       ::openat(dfd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) {
-    const int err = errno;
-    ::close(dfd);
     return unexpected("metrics_textfile=" + textfile_ + ": cannot write in its folder (" +
-                      std::strerror(err) + ")");
+                      std::strerror(errno) + ")");
   }
   std::size_t off = 0;
   bool ok = true;
@@ -240,14 +254,16 @@ Expected<void, std::string> Exporter::write_textfile() {
   }
   const int err = errno;
   ::fchmod(fd, 0644);  // readable by node_exporter, whatever the umask
+  struct stat st {};
+  ::fstat(fd, &st);
   ::close(fd);
   if (!ok || ::renameat(dfd, tmp.c_str(), dfd, name.c_str()) != 0) {
     const int e = ok ? errno : err;
     ::unlinkat(dfd, tmp.c_str(), 0);
-    ::close(dfd);
     return unexpected("metrics_textfile=" + textfile_ + ": " + std::strerror(e));
   }
-  ::close(dfd);
+  written_dev_ = st.st_dev;
+  written_ino_ = st.st_ino;
   return {};
 }
 

@@ -6,6 +6,7 @@
 // so the read path pays nothing for metrics it is not asked for.
 
 #include <prometheus/metric_family.h>
+#include <sys/types.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -19,6 +20,7 @@
 
 #include "fs/common/expected.h"
 #include "fs/common/histogram.h"
+#include "fs/common/own_file.h"
 
 namespace prometheus {
 class Exposer;
@@ -60,6 +62,15 @@ struct ProcessFigures {
 };
 ProcessFigures process_figures();
 
+// The folder of metrics_textfile=PATH, opened and checked as the daemon's own (own_file.h),
+// and the file's name in it: an error line when other users can change the folder, or PATH is
+// a link, not a regular file, or another user's.
+struct TextfileFolder {
+  OwnFolder folder;
+  std::string name;
+};
+Expected<TextfileFolder, std::string> open_textfile_folder(const std::string& textfile);
+
 class Exporter {
  public:
   using CollectFn = std::function<std::vector<prometheus::MetricFamily>()>;
@@ -78,7 +89,8 @@ class Exporter {
 
  private:
   Exporter() = default;
-  // Writes the textfile once, atomically (a temporary file beside it, then rename).
+  // Writes the textfile once, atomically (a temporary file beside it, then rename), in the
+  // folder checked at start.
   Expected<void, std::string> write_textfile();
   void textfile_loop();
 
@@ -88,6 +100,9 @@ class Exporter {
   std::unique_ptr<prometheus::Exposer> exposer_;
   int port_ = 0;
   std::string textfile_;
+  std::unique_ptr<TextfileFolder> folder_;
+  dev_t written_dev_ = 0;  // the file last written, which the destructor removes
+  ino_t written_ino_ = 0;
   std::chrono::milliseconds every_{5000};
   std::mutex mu_;
   std::condition_variable cv_;

@@ -163,15 +163,6 @@ void check_object(std::uint64_t size, wheel::ReadAt read, const RunTarget& t, Ob
   }
 }
 
-// A read over bytes in memory, checked against their end.
-Expected<std::string, std::string> slice(std::string_view bytes, std::uint64_t off,
-                                         std::uint64_t len) {
-  if (off > bytes.size() || len > bytes.size() - off) {
-    return unexpected(std::string("a read past the end of the object"));
-  }
-  return std::string(bytes.substr(static_cast<std::size_t>(off), static_cast<std::size_t>(len)));
-}
-
 }  // namespace
 
 Expected<RunTarget, std::string> run_target_of(const target::Target& t, const std::string& key) {
@@ -249,25 +240,10 @@ Expected<RunReport, std::string> check_runs(const LocalZip& zip, const std::stri
       r.objects.push_back(std::move(o));
       continue;
     }
-    std::string inflated;
-    std::uint64_t stored_at = 0;
-    if (e.method == 0) {  // read where it lies, a piece at a time
-      auto at = zip.data_offset(e);
-      if (!at) return unexpected(at.error());
-      if (e.compressed_size != e.size) return unexpected(e.name + ": stored sizes differ");
-      stored_at = *at;
-    } else {
-      auto bytes = zip.member(e, kMaxObjectSize);
-      if (!bytes) return unexpected(bytes.error());
-      inflated = std::move(*bytes);
-    }
-    auto read = [&](std::uint64_t off, std::uint64_t len) -> Expected<std::string, std::string> {
-      if (e.method != 0) return slice(inflated, off, len);
-      if (off > e.size || len > e.size - off) {
-        return unexpected(std::string("a read past the end of the object"));
-      }
-      return zip.read(stored_at + off, len);
-    };
+    // Read where it lies (stored), or inflated from restart points: never held whole.
+    auto member = MemberReader::open(zip, e);
+    if (!member) return unexpected(member.error());
+    auto read = [&](std::uint64_t off, std::uint64_t len) { return (*member)->read(off, len); };
     auto head = read(0, std::min<std::uint64_t>(e.size, 64));
     if (!head) return unexpected(e.name + ": " + head.error());
     if (!wheel::is_elf(*head)) {

@@ -1,5 +1,6 @@
 #include "fs/wheel/elf.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "fs/wheel/little_endian.h"
@@ -30,6 +31,23 @@ Expected<std::string, std::string> string_at(std::string_view table, std::uint64
   }
   return std::string(rest.substr(0, end));
 }
+
+// The bytes of the names a call copies out, counted against ElfLimits::max_name_bytes.
+class NameBudget {
+ public:
+  explicit NameBudget(std::uint64_t max) : max_(max) {}
+  Expected<void, std::string> take(const std::string& name, const char* what) {
+    if (name.size() > max_ - used_) {
+      return bad(std::string(what) + " names of over " + std::to_string(max_) + " bytes in all");
+    }
+    used_ += name.size();
+    return {};
+  }
+
+ private:
+  std::uint64_t max_;
+  std::uint64_t used_ = 0;
+};
 
 // The section `index` links to, which must exist.
 Expected<const ElfSection*, std::string> linked(const ElfFile& elf, const ElfSection& s) {
@@ -123,10 +141,12 @@ Expected<ElfFile, std::string> read_elf(std::uint64_t file_size, ReadAt read,
   auto names = read_section(*e, e->sections[static_cast<std::size_t>(shstrndx)], read,
                             limits.max_table_bytes);
   if (!names) return unexpected(names.error());
+  NameBudget budget(limits.max_name_bytes);
   for (std::size_t i = 0; i < e->sections.size(); ++i) {
     if (name_offsets[i] == 0) continue;
     auto name = string_at(*names, name_offsets[i], limits.max_name, "section");
     if (!name) return unexpected(name.error());
+    if (auto ok = budget.take(*name, "section"); !ok) return unexpected(ok.error());
     e->sections[i].name = std::move(*name);
   }
   return e;
@@ -163,20 +183,31 @@ Expected<std::vector<DynamicSymbol>, std::string> dynamic_symbols(const ElfFile&
   }
   auto strtab = linked(elf, *dynsym);
   if (!strtab) return unexpected(strtab.error());
-  auto syms = read_section(elf, *dynsym, read, limits.max_table_bytes);
-  if (!syms) return unexpected(syms.error());
+  if (dynsym->offset > elf.file_size || dynsym->size > elf.file_size - dynsym->offset) {
+    return bad("section .dynsym lies outside the file");
+  }
   auto strings = read_section(elf, **strtab, read, limits.max_table_bytes);
   if (!strings) return unexpected(strings.error());
   out.reserve(static_cast<std::size_t>(count));
-  for (std::size_t i = 1; i < count; ++i) {
-    const std::size_t at = i * kSymbolSize;
-    const std::uint64_t name_at = little_endian(*syms, at, 4);
-    if (name_at == 0) continue;
-    auto name = string_at(*strings, name_at, limits.max_name, "symbol");
-    if (!name) return unexpected(name.error());
-    const auto info = static_cast<std::uint8_t>((*syms)[at + 4]);
-    const std::uint64_t shndx = little_endian(*syms, at + 6, 2);
-    out.push_back({std::move(*name), shndx != 0, (info >> 4) == 2});
+  NameBudget budget(limits.max_name_bytes);
+  // The symbols a piece at a time: only their names are kept.
+  constexpr std::uint64_t kPiece = 1u << 14;
+  for (std::uint64_t first = 0; first < count; first += kPiece) {
+    const std::uint64_t n = std::min(kPiece, count - first);
+    auto syms = read(dynsym->offset + first * kSymbolSize, n * kSymbolSize);
+    if (!syms) return unexpected(syms.error());
+    if (syms->size() != n * kSymbolSize) return bad("section .dynsym was read short");
+    for (std::size_t i = first == 0 ? 1 : 0; i < n; ++i) {
+      const std::size_t at = i * kSymbolSize;
+      const std::uint64_t name_at = little_endian(*syms, at, 4);
+      if (name_at == 0) continue;
+      auto name = string_at(*strings, name_at, limits.max_name, "symbol");
+      if (!name) return unexpected(name.error());
+      if (auto ok = budget.take(*name, "symbol"); !ok) return unexpected(ok.error());
+      const auto info = static_cast<std::uint8_t>((*syms)[at + 4]);
+      const std::uint64_t shndx = little_endian(*syms, at + 6, 2);
+      out.push_back({std::move(*name), shndx != 0, (info >> 4) == 2});
+    }
   }
   return out;
 }
@@ -199,6 +230,7 @@ Expected<std::vector<NeededVersion>, std::string> needed_versions(const ElfFile&
   // sh_info holds the number of files; each names its versions in a chain of its own. Every
   // step moves forward, so a loop in the chain ends at the section's end or the count.
   std::uint64_t at = 0;
+  NameBudget budget(limits.max_name_bytes);
   for (std::uint64_t file = 0; file < verneed->info; ++file) {
     if (at > b.size() || b.size() - at < kVerneedSize) {
       return bad(".gnu.version_r entry " + std::to_string(file) + " runs past its section");
@@ -220,6 +252,8 @@ Expected<std::vector<NeededVersion>, std::string> needed_versions(const ElfFile&
       auto name = string_at(*strings, little_endian(b, static_cast<std::size_t>(v) + 8, 4),
                             limits.max_name, "version");
       if (!name) return unexpected(name.error());
+      if (auto ok = budget.take(*file_name, "version"); !ok) return unexpected(ok.error());
+      if (auto ok = budget.take(*name, "version"); !ok) return unexpected(ok.error());
       out.push_back({*file_name, std::move(*name)});
       const std::uint64_t step = little_endian(b, static_cast<std::size_t>(v) + 12, 4);
       if (step == 0) break;

@@ -19,12 +19,16 @@
 
 namespace whfs::wheel {
 
+// What one call may hold, whatever the file says: with these defaults dynamic_symbols() holds
+// at most some 200 MiB (a string table, the names, 1M entries).
 struct ElfLimits {
   std::uint64_t max_sections = 1u << 16;
-  std::uint64_t max_symbols = 4u << 20;        // libtorch_cpu.so exports some 10^5
-  std::uint64_t max_table_bytes = 512u << 20;  // one .dynsym, .dynstr or .gnu.version_r
-  std::uint64_t max_name = 1u << 16;           // one symbol or section name
-  std::uint64_t max_versions = 1u << 16;       // entries of .gnu.version_r, all files together
+  std::uint64_t max_symbols = 1u << 20;       // libtorch_cpu.so exports some 10^5
+  std::uint64_t max_table_bytes = 64u << 20;  // one .dynstr, .gnu.version_r or .shstrtab
+  std::uint64_t max_name = 1u << 16;          // one symbol or section name
+  // All the names one call returns together: many entries may point at one long name.
+  std::uint64_t max_name_bytes = 64u << 20;
+  std::uint64_t max_versions = 1u << 16;  // entries of .gnu.version_r, all files together
 };
 
 // `length` bytes at `offset` of the file; the callee checks nothing about ELF.

@@ -5,10 +5,13 @@ by bytes on a slow CDN (through a pseudo-terminal), and Prometheus metrics scrap
 Prometheus server and checked by promtool."""
 import json
 import os
+import pwd
 import re
+import secrets
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -177,7 +180,11 @@ class Metrics(MountedTestCase):
         taken.listen()
         self.addCleanup(taken.close)
         port = taken.getsockname()[1]
+        world = self.scratch("world")  # a folder every user can write in, not sticky
+        os.chmod(world, 0o777)
         cases = [("metrics=127.0.0.1:99999", "port must be a number from 0 to 65535"),
+                 (f"metrics_textfile={world}/w.prom",
+                  f"folder {world} is not safe for a file of this daemon"),
                  ("metrics=::1:9101", "in brackets"),
                  ("metrics_textfile=relative.prom", "absolute path"),
                  ("metrics_textfile=/tmp/x.txt", "must end in .prom"),
@@ -203,7 +210,8 @@ class Metrics(MountedTestCase):
 
 
 class Logs(MountedTestCase):
-    """A detached daemon's log_file gets each line as it happens."""
+    """A detached daemon's log_file gets each line as it happens; it is the daemon's own file
+    (never reached through a planted link, created private, rotated private)."""
 
     profile = "small"
 
@@ -232,6 +240,88 @@ class Logs(MountedTestCase):
         st = m.status()
         self.assertIn("still at", st["last_refresh"]["result"])
         self.assertLessEqual(abs(st["last_refresh"]["at"] - time.time()), 30)
+
+
+    def second_user(self):
+        """A user of an unlikely name, removed at the end: (name, uid, gid)."""
+        if os.geteuid() != 0 or not shutil.which("useradd"):
+            self.skipTest("needs root and useradd (a second user is made)")
+        name = f"whfs-t-{secrets.token_hex(4)}"
+        subprocess.run(["useradd", "-M", "-N", "-g", "nogroup", "-s", "/usr/sbin/nologin", name],
+                       check=True, capture_output=True)
+        self.addCleanup(subprocess.run, ["userdel", name], capture_output=True)
+        pw = pwd.getpwnam(name)
+        return name, pw.pw_uid, pw.pw_gid
+
+    def test_a_log_file_another_user_could_plant_is_refused(self):
+        # wh.log -> a root-only file: in a folder of another user, and in a sticky folder (where
+        # the link is theirs). The mount is refused (exit 2, one line) and the file unchanged.
+        _, uid, gid = self.second_user()
+        secret = os.path.join(self.scratch("root"), "secret")
+        with open(secret, "w", encoding="utf-8") as f:
+            f.write("root only\n")
+        os.chmod(secret, 0o600)
+        before = os.stat(secret)
+        theirs = self.scratch("theirs")
+        os.chown(theirs, uid, gid)
+        sticky = self.scratch("sticky")
+        os.chmod(sticky, 0o1777)
+        cases = [(theirs, f"folder {theirs} is not safe for a file of this daemon: it belongs to "
+                          f"uid {uid}"),
+                 (sticky, "wh.log: it is a symbolic link (not followed)")]
+        for folder, words in cases:
+            log = os.path.join(folder, "wh.log")
+            os.symlink(secret, log)
+            os.lchown(log, uid, gid)
+            m = self.mount(name=f"m-{os.path.basename(folder)}", daemon=True,
+                           options=[f"log_file={log}"])
+            self.assertEqual(m.returncode, 2, m.startup_stderr)
+            self.assertIn(f"log_file={log}: ", m.startup_stderr)
+            self.assertIn(words, m.startup_stderr)
+            self.assertEqual(m.startup_stderr.count("\n"), 1, m.startup_stderr)
+            self.assertFalse(mounttest.is_mounted(m.mountpoint))
+            after = os.stat(secret)
+            self.assertEqual((after.st_size, after.st_mtime_ns, after.st_mode & 0o7777),
+                             (before.st_size, before.st_mtime_ns, 0o600))
+        with open(secret, encoding="utf-8") as f:
+            self.assertEqual(f.read(), "root only\n")
+
+    def test_a_rotated_log_is_private(self):
+        log = os.path.join(self.scratch("rotated"), "whfs.log")
+        old = os.path.join(self.scratch("rotated"), "whfs.1.log")
+        m = self.mount(daemon=True, options=[f"log_file={log}"],
+                       env={"WHEELHOUSE_LOG_SIZE": "4K"})
+        self.assertEqual(m.returncode, 0, m.startup_stderr)
+
+        def refreshes():
+            n = 0
+            for p in (log, old):
+                try:
+                    with open(p, encoding="utf-8") as f:
+                        n += f.read().count("SIGHUP: looking for a new commit")
+                except FileNotFoundError:
+                    pass
+            return n
+
+        # Each SIGHUP logs a few lines: ask until the log passed 4 KiB and was rotated.
+        for _ in range(100):
+            if os.path.exists(old):
+                break
+            n = refreshes()
+            m.signal(signal.SIGHUP)
+            self.assertTrue(wait_for(lambda: refreshes() > n, timeout=10))
+        self.assertTrue(os.path.exists(old), "not rotated at 4 KiB")
+        self.assertTrue(wait_for(lambda: os.path.exists(log), timeout=5))
+        for p in (log, old):
+            st = os.lstat(p)
+            self.assertTrue(stat.S_ISREG(st.st_mode), p)
+            self.assertEqual(st.st_mode & 0o777, 0o600, p)
+            self.assertEqual(st.st_uid, os.geteuid(), p)
+        self.assertLessEqual(os.path.getsize(old), 4096)
+        # The new log gets the lines from now on.
+        n = refreshes()
+        m.signal(signal.SIGHUP)
+        self.assertTrue(wait_for(lambda: refreshes() > n, timeout=10))
 
 
 class LiveStatus(MountedTestCase):

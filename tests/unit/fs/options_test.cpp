@@ -83,6 +83,7 @@ TEST_F(OptionsTest, BadInputIsOneClearLine) {
       {{"-o", "metrics=70000", "/m"}, "port must be a number"},
       {{"-o", "metrics_textfile=x.prom", "/m"}, "absolute path"},
       {{"-o", "metrics_textfile=/x.txt", "/m"}, "end in .prom"},
+      {{"-o", "log_file=wh.log", "/m"}, "log_file must be an absolute path"},
       {{"-o", "nonempty=yes", "/m"}, "takes no value"},
       {{"-o", "arch=sm8\nx", "/m"}, "arch=sm8\\x0ax"},  // found by options_fuzz
   };
@@ -103,6 +104,19 @@ TEST_F(OptionsTest, EnvironmentOverridesAndOffline) {
   EXPECT_TRUE(o->offline);
   EXPECT_EQ(o->target.arch, "sm89");  // the option wins
   EXPECT_EQ(o->target.python_tag, "cp311");
+}
+
+TEST_F(OptionsTest, TheLogRotationSizeFromTheEnvironment) {
+  auto o = parse({"/m"});
+  ASSERT_TRUE(o);
+  EXPECT_EQ(o->log_size, 10u << 20);
+  env["WHEELHOUSE_LOG_SIZE"] = "64K";
+  o = parse({"/m"});
+  ASSERT_TRUE(o);
+  EXPECT_EQ(o->log_size, 64u << 10);
+  env["WHEELHOUSE_LOG_SIZE"] = "1K";
+  EXPECT_EQ(parse({"/m"}).error(),
+            "WHEELHOUSE_LOG_SIZE must be a size of at least 4K, such as 10M, got '1K'");
 }
 
 TEST_F(OptionsTest, DefaultCacheDir) {

@@ -148,13 +148,17 @@ TEST_F(TextfileTest, WrittenAtStartRewrittenThenRemoved) {
   EXPECT_TRUE(fsys::is_empty(dir_));  // no temporary file left behind
 }
 
-TEST_F(TextfileTest, APlantedSymlinkIsReplacedNeverFollowed) {
-  // In a folder others can write, a co-tenant plants links at the file's name and at the
-  // temporary name: neither target is written.
+TEST_F(TextfileTest, APlantedLinkIsRefusedOrReplacedNeverFollowed) {
+  // Links planted at the file's name (refused at start) and at the temporary name (replaced):
+  // neither target is written.
   const std::string victim = dir_ + "/victim";
   { std::ofstream(victim) << "root's file\n"; }
   const std::string path = dir_ + "/wheelhouse.prom";
   ASSERT_EQ(::symlink(victim.c_str(), path.c_str()), 0);
+  auto refused = Exporter::start("", path, [] { return sample_families(3); });
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error(), "metrics_textfile=" + path + ": it is a symbolic link (not replaced)");
+  ASSERT_EQ(::unlink(path.c_str()), 0);
   const std::string tmp = dir_ + "/.wheelhouse.prom." + std::to_string(::getpid()) + ".tmp";
   ASSERT_EQ(::symlink(victim.c_str(), tmp.c_str()), 0);
   auto e = Exporter::start(
@@ -163,13 +167,37 @@ TEST_F(TextfileTest, APlantedSymlinkIsReplacedNeverFollowed) {
   EXPECT_EQ(slurp(victim), "root's file\n");
   EXPECT_FALSE(fsys::is_symlink(path));
   EXPECT_NE(slurp(path).find("wheelhouse_test_total 3\n"), std::string::npos);
+  // Removed at the end only while it is still the file written here.
+  e->reset();
+  EXPECT_FALSE(fsys::exists(path));
 }
 
 TEST_F(TextfileTest, AFolderThatCannotBeWrittenFailsTheStart) {
   auto e =
       Exporter::start("", dir_ + "/missing/wheelhouse.prom", [] { return sample_families(1); });
   ASSERT_FALSE(e);
-  EXPECT_NE(e.error().find("cannot open its folder"), std::string::npos) << e.error();
+  EXPECT_NE(e.error().find("cannot open folder " + dir_ + "/missing"), std::string::npos)
+      << e.error();
+}
+
+TEST_F(TextfileTest, AFolderOthersCanChangeOrAnotherUsersFileIsRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (files of another user are made)";
+  ASSERT_EQ(::chmod(dir_.c_str(), 0777), 0);
+  auto open = open_textfile_folder(dir_ + "/wheelhouse.prom");
+  ASSERT_FALSE(open);
+  EXPECT_NE(open.error().find("folder " + dir_ +
+                              " is not safe for a file of this daemon: other users can write in "
+                              "it (mode 0777)"),
+            std::string::npos)
+      << open.error();
+  ASSERT_EQ(::chmod(dir_.c_str(), 01777), 0);  // sticky: only names of its own are replaced
+  EXPECT_TRUE(open_textfile_folder(dir_ + "/wheelhouse.prom"));
+  const std::string theirs = dir_ + "/theirs.prom";
+  std::ofstream(theirs) << "x 1\n";
+  ASSERT_EQ(::chown(theirs.c_str(), 65534, 65534), 0);
+  EXPECT_EQ(open_textfile_folder(theirs).error(),
+            "metrics_textfile=" + theirs +
+                ": it belongs to uid 65534, not to this daemon's user (uid 0)");
 }
 
 }  // namespace

@@ -85,6 +85,81 @@ TEST(Fatbin, MalformedInputIsRefusedWithWhereAndWhy) {
   EXPECT_NE(two.error().find("over 1 containers"), std::string::npos);
 }
 
+// An ELF64 shared object: .shstrtab, .dynsym with `count` symbols that all name the one
+// `name_size`-byte string of .dynstr, and the section table at the end.
+std::string elf_of_repeated_names(std::size_t count, std::size_t name_size) {
+  auto le = [](std::string& s, std::uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) s.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  };
+  const std::string shstrtab = std::string("\0.shstrtab\0.dynsym\0.dynstr\0", 27);
+  const std::string dynstr = '\0' + std::string(name_size, 'n') + '\0';
+  std::string dynsym(24, '\0');
+  for (std::size_t i = 0; i < count; ++i) {
+    le(dynsym, 1, 4);     // st_name
+    le(dynsym, 0x12, 1);  // a global function
+    le(dynsym, 0, 1);
+    le(dynsym, 1, 2);  // defined
+    dynsym.append(16, '\0');
+  }
+  std::string body = shstrtab + dynstr + dynsym;
+  const std::uint64_t shoff = 64 + body.size();
+  std::string file = std::string(
+                         "\x7f"
+                         "ELF\x02\x01\x01",
+                         7) +
+                     std::string(9, '\0');
+  le(file, 3, 2);
+  le(file, 62, 2);
+  le(file, 1, 4);
+  le(file, 0, 8);
+  le(file, 0, 8);
+  le(file, shoff, 8);
+  le(file, 0, 4);
+  le(file, 64, 2);
+  le(file, 0, 2);
+  le(file, 0, 2);
+  le(file, 64, 2);
+  le(file, 4, 2);
+  le(file, 1, 2);
+  file += body;
+  auto section = [&](std::uint32_t name, std::uint32_t type, std::uint64_t off, std::uint64_t size,
+                     std::uint32_t link) {
+    le(file, name, 4);
+    le(file, type, 4);
+    le(file, 0, 8);  // flags
+    le(file, 0, 8);  // address
+    le(file, off, 8);
+    le(file, size, 8);
+    le(file, link, 4);
+    le(file, 0, 4);
+    le(file, 1, 8);
+    le(file, 0, 8);
+  };
+  file.append(64, '\0');
+  section(1, 3, 64, shstrtab.size(), 0);
+  section(19, 3, 64 + shstrtab.size(), dynstr.size(), 0);
+  section(11, kShtDynsym, 64 + shstrtab.size() + dynstr.size(), dynsym.size(), 2);
+  return file;
+}
+
+TEST(Elf, NamesCopiedOutAreBoundedInAll) {
+  // 1000 symbols naming one 1000-byte string: 1 MB of names from a 25 kB file.
+  const std::string file = elf_of_repeated_names(1000, 1000);
+  auto read = [&](std::uint64_t o, std::uint64_t n) { return slice(file, o, n); };
+  auto elf = read_elf(file.size(), read);
+  ASSERT_TRUE(elf) << elf.error();
+  auto all = dynamic_symbols(*elf, read);
+  ASSERT_TRUE(all) << all.error();
+  ASSERT_EQ(all->size(), 1000u);
+  EXPECT_EQ(all->back().name, std::string(1000, 'n'));
+  ElfLimits l;
+  l.max_name_bytes = 500000;
+  auto capped = dynamic_symbols(*elf, read, l);
+  ASSERT_FALSE(capped);
+  EXPECT_EQ(capped.error(), "not a valid ELF file: symbol names of over 500000 bytes in all");
+  EXPECT_EQ(ElfLimits{}.max_name_bytes, 64u << 20);
+}
+
 TEST(Elf, HeadersAndTablesAreBounded) {
   auto read_of = [](const std::string& s) {
     return read_elf(s.size(), [&](std::uint64_t o, std::uint64_t n) { return slice(s, o, n); });
