@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -174,6 +175,14 @@ int run_prefetch(const PrefetchOptions& o) {
     j.repo_path = xattr_of(j.path, "user.wheelhouse.path");
   }
   const bool tty = ::isatty(STDERR_FILENO) != 0;
+  // What the daemon received while this ran (its count as bytes arrive): on a slow link a
+  // file that fails part-way has still brought bytes into the cache.
+  auto received_total = [&]() -> std::optional<std::uint64_t> {
+    auto st = read_status(o.mountpoint);
+    if (!st || !st->contains("received_bytes")) return std::nullopt;
+    return (*st)["received_bytes"].get<std::uint64_t>();
+  };
+  const auto received_before = received_total();
   std::atomic<std::uint64_t> read_bytes{0};
   std::atomic<std::size_t> next{0};
   std::atomic<std::size_t> done_files{0};
@@ -265,10 +274,15 @@ int run_prefetch(const PrefetchOptions& o) {
   }
   for (auto& t : threads) t.join();
   const double secs = std::chrono::duration<double>(Clock::now() - start).count();
-  std::fprintf(tty ? stderr : stdout, "%s%zu %s, %s in %.1f s (%s)%s\n", tty ? "\r\033[K" : "",
+  std::string arrived;
+  if (const auto after = received_total(); after && received_before) {
+    arrived = "; the mount received " + format_bytes(*after - std::min(*after, *received_before));
+  }
+  std::fprintf(tty ? stderr : stdout, "%s%zu %s, %s in %.1f s (%s)%s%s\n", tty ? "\r\033[K" : "",
                jobs.size(), jobs.size() == 1 ? "file" : "files", format_bytes(read_bytes).c_str(),
                secs, human_rate(secs > 0 ? static_cast<double>(read_bytes) / secs : 0).c_str(),
-               failures > 0 ? (", " + std::to_string(failures.load()) + " failed").c_str() : "");
+               failures > 0 ? (", " + std::to_string(failures.load()) + " failed").c_str() : "",
+               arrived.c_str());
   return failures > 0 ? kFailed : kOk;
 }
 

@@ -28,13 +28,15 @@ hub::HubClientConfig hub_config(const MountOptions& o, const std::string& endpoi
 reader::ReaderConfig reader_config(const MountOptions& o) {
   reader::ReaderConfig rc;
   rc.fetcher.workers = o.connections;
-  rc.fetcher.max_request = std::max<std::uint64_t>(1 << 20, o.readahead / o.connections);
+  // Request sizes follow the link's rate (request_size.h) from the readahead's share of a
+  // connection until the first GETs were measured.
+  rc.fetcher.first_request = std::max<std::uint64_t>(1 << 20, o.readahead / o.connections);
   rc.fetcher.serving = o.streaming ? reader::Serving::kStreaming : reader::Serving::kVerified;
   rc.fetcher.request_timeout = o.read_timeout;
   // (trust_cache: decided by cache_trust() once the cache is open, with cache_trusted.)
   rc.fetcher.claim_takeover = std::max(2 * o.stall_timeout, std::chrono::seconds(4));
   rc.readahead.max_window = std::max<std::uint64_t>(1 << 20, o.readahead);
-  rc.readahead.batch = rc.fetcher.max_request;
+  rc.readahead.batch = rc.fetcher.first_request;
   return rc;
 }
 

@@ -256,8 +256,19 @@ class CurlHubClient final : public HubClient {
                                     std::to_string(length) + " bytes",
                                 status));
       };
-      return exchange(cached_url(key).value_or(resolve_url), deadline, abandon, file.path, prepare,
-                      answer);
+      Out o = exchange(cached_url(key).value_or(resolve_url), deadline, abandon, file.path, prepare,
+                       answer);
+      if (o.kind == Out::Kind::kRetry && got > before) {
+        // The try moved bytes before it failed (a connection dropped mid-body, a stall after
+        // a while): progress, so the rest is asked for at once and no try is spent: a
+        // transfer that keeps moving bytes is never failed for being slow or interrupted.
+        spdlog::debug("{}: {} after {} bytes; asking for the rest", file.path, o.error.describe(),
+                      got - before);
+        if (o.error.kind == HubErrorKind::kTimeout) transport_.stats().stalls++;
+        transport_.stats().retries++;
+        return progress<HubError>();
+      }
+      return o;
     };
     // A retried transfer is worth a line in the log (an admin tails it while a read waits);
     // a retried API call only at debug (a mount's start says one line, whatever it tried).

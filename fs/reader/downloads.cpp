@@ -5,6 +5,24 @@
 #include <algorithm>
 
 namespace whfs::reader {
+namespace {
+
+RequestSizer::Config sizes_of(const FetcherConfig& c) {
+  RequestSizer::Config s;
+  s.max = std::max<std::uint64_t>(1, c.max_request);
+  s.min = std::min(c.min_request, s.max);
+  s.initial = std::clamp(c.first_request, s.min, s.max);
+  s.target = c.request_target;
+  return s;
+}
+
+// The downloads of files: no deadline of their own. They go on while bytes arrive; a
+// connection that moves none for the stall limit is dropped and its range asked again, and a
+// GET that moves nothing for all its tries fails; a reader gives up on them by its patience.
+constexpr Deadline kNoDeadline = Deadline::max();
+
+}  // namespace
+
 struct Downloads::Flight {
   Flight(FileContent c, BlockRange r, bool d) : content(std::move(c)), range(r), demand(d) {}
   FileContent content;
@@ -24,10 +42,8 @@ struct Downloads::Flight {
 Downloads::Downloads(cache::BlockStore& store, hub::HubClient& hub, const FetcherConfig& config,
                      OnComplete on_complete)
     : store_(store),
-      gets_(store, hub),
+      gets_(store, hub, sizes_of(config)),
       config_(config),
-      max_blocks_(static_cast<std::uint32_t>(
-          std::max<std::uint64_t>(1, config.max_request / store.block_size()))),
       on_complete_(std::move(on_complete)) {
   for (unsigned i = 0; i < std::max(1u, config_.workers); ++i) {
     workers_.emplace_back([this] { worker(); });
@@ -74,38 +90,47 @@ void Downloads::add_to(FetcherStats& s) const {
 Expected<void, ReadError> Downloads::wait_for(const FileContent& c,
                                               const std::vector<std::shared_ptr<Flight>>& flights,
                                               const WaitPolicy& wait) {
-  // The patience restarts whenever one of them finishes, so a large download that keeps
-  // making progress is never cut short, and one that stalls is.
+  // The patience restarts whenever bytes of the content arrive or one of the flights ends: a
+  // download on a slow link that keeps moving bytes is never cut short, one that moves none
+  // is. Bytes are not signalled one by one: the wait looks at the count every second.
   gets_.transfers().wait(c.id, c.path, c.size);
   auto count_done = [&] {
     return static_cast<std::size_t>(std::count_if(flights.begin(), flights.end(),
                                                   [](const auto& f) { return f->done.load(); }));
   };
+  constexpr auto kLook = std::chrono::seconds(1);
   std::size_t seen = count_done();
+  std::uint64_t bytes = gets_.transfers().received_of(c.id);
   Deadline until = Clock::now() + wait.patience;
   std::optional<ReadError> failed;
   while (seen < flights.size()) {
     auto more = [&] { return count_done() > seen; };
-    const bool progressed =
-        wait.cancel ? wait.cancel->wait_until(progress_mu_, progress_cv_, until, more) : [&] {
+    const Deadline wake = std::min(until, Clock::now() + kLook);
+    const bool ended =
+        wait.cancel ? wait.cancel->wait_until(progress_mu_, progress_cv_, wake, more) : [&] {
           std::unique_lock lock(progress_mu_);
-          return progress_cv_.wait_until(lock, until, more);
+          return progress_cv_.wait_until(lock, wake, more);
         }();
-    if (!progressed) {
-      if (wait.cancel && wait.cancel->cancelled()) {
-        failed = cancelled_error(c.path + ": the reader went away while waiting");
-      } else {
-        failed = ReadError{
-            FsErrorKind::kTimedOut,
-            c.path + ": no download progress for " +
-                std::to_string(
-                    std::chrono::duration_cast<std::chrono::seconds>(wait.patience).count()) +
-                " s"};
-      }
+    if (wait.cancel && wait.cancel->cancelled()) {
+      failed = cancelled_error(c.path + ": the reader went away while waiting");
       break;
     }
-    seen = count_done();
-    until = Clock::now() + wait.patience;
+    const std::uint64_t now_bytes = gets_.transfers().received_of(c.id);
+    if (ended || now_bytes != bytes) {
+      seen = count_done();
+      bytes = now_bytes;
+      until = Clock::now() + wait.patience;
+      continue;
+    }
+    if (Clock::now() >= until) {
+      failed = ReadError{
+          FsErrorKind::kTimedOut,
+          c.path + ": no download progress for " +
+              std::to_string(
+                  std::chrono::duration_cast<std::chrono::seconds>(wait.patience).count()) +
+              " s"};
+      break;
+    }
   }
   gets_.transfers().unwait(c.id);
   if (failed) return unexpected(std::move(*failed));
@@ -142,7 +167,7 @@ Expected<Downloads::Stored, ReadError> Downloads::fetch_blocks(
       }
     }
     // Runs of consecutive blocks in the order asked (the caller's priority).
-    for (const auto& r : coalesce(todo, max_blocks_)) {
+    for (const auto& r : coalesce(todo, request_blocks(todo.size()))) {
       auto f = start_flight_locked(c, r, true);
       f->asked_by_reader = true;
       waits.push_back(std::move(f));
@@ -177,7 +202,7 @@ std::shared_ptr<Downloads::BufferFetch> Downloads::plan_buffer(
   m->data.reset(new std::byte[std::max<std::uint64_t>(1, c.size)]);  // not value-initialised
   m->on_complete = std::move(on_complete);
   const std::uint32_t total = block_count(c.size, store_.block_size());
-  for (const auto& piece : split(BlockRange{0, total}, max_blocks_)) {
+  for (const auto& piece : split(BlockRange{0, total}, request_blocks(total))) {
     auto f = std::make_shared<Flight>(c, piece, true);
     f->buffer = m;
     m->pieces.push_back(std::move(f));
@@ -202,7 +227,7 @@ void Downloads::run_buffer_piece(const std::shared_ptr<Flight>& f) {
   const std::uint64_t end =
       std::min(f->content.size, static_cast<std::uint64_t>(f->range.end()) * bs);
   auto got = gets_.get(f->content, offset, std::span(m.data.get() + offset, end - offset),
-                       Clock::now() + config_.request_timeout, nullptr);
+                       kNoDeadline, nullptr);
   if (!got) {
     std::lock_guard lock(m.mu);
     if (!m.error) m.error = got.error();
@@ -214,10 +239,10 @@ void Downloads::run_buffer_piece(const std::shared_ptr<Flight>& f) {
 }
 
 Expected<void, ReadError> Downloads::refill_buffer(const FileContent& c, std::byte* data) {
-  for (std::uint64_t off = 0; off < c.size; off += config_.max_request) {
-    const std::uint64_t n = std::min<std::uint64_t>(config_.max_request, c.size - off);
-    auto got = gets_.get(c, off, std::span(data + off, n), Clock::now() + config_.request_timeout,
-                         nullptr);
+  const std::uint64_t step = gets_.sizer().size_for(c.size, 1);
+  for (std::uint64_t off = 0; off < c.size; off += step) {
+    const std::uint64_t n = std::min<std::uint64_t>(step, c.size - off);
+    auto got = gets_.get(c, off, std::span(data + off, n), kNoDeadline, nullptr);
     if (!got) return unexpected(got.error());
   }
   return {};
@@ -225,8 +250,8 @@ Expected<void, ReadError> Downloads::refill_buffer(const FileContent& c, std::by
 
 Expected<void, ReadError> Downloads::refill_cache(const FileContent& c) {
   const auto total = block_count(c.size, store_.block_size());
-  for (const auto& piece : split(BlockRange{0, total}, max_blocks_)) {
-    auto put = gets_.get_and_put(c, piece, Clock::now() + config_.request_timeout, nullptr);
+  for (const auto& piece : split(BlockRange{0, total}, request_blocks(total, 1))) {
+    auto put = gets_.get_and_put(c, piece, kNoDeadline, nullptr);
     if (!put) return unexpected(put.error());
     if (!*put) return unexpected(ReadError{FsErrorKind::kIo, c.path + ": " + put->error().message});
   }
@@ -249,7 +274,9 @@ void Downloads::prefetch_locked(const FileContent& c, BlockRange range) {
   for (std::uint32_t b = range.first; b < range.end(); ++b) {
     if (inflight_.count(Key{c.id, b}) == 0) todo.push_back(b);
   }
-  for (const auto& r : coalesce(todo, max_blocks_)) start_flight_locked(c, r, false);
+  for (const auto& r : coalesce(todo, request_blocks(todo.size()))) {
+    start_flight_locked(c, r, false);
+  }
 }
 
 std::shared_ptr<Downloads::Flight> Downloads::start_flight_locked(const FileContent& c,
@@ -288,7 +315,6 @@ void Downloads::worker() {
 void Downloads::run(const std::shared_ptr<Flight>& f) {
   std::optional<ReadError> error;
   Stored stored = Stored::kCached;
-  const Deadline deadline = Clock::now() + config_.request_timeout;
   // A prefetch may be overtaken by readers that fetched the same content meanwhile: skip
   // contents that are complete already (verifying them if nobody did).
   auto state = store_.content_state(f->content.id);
@@ -298,9 +324,9 @@ void Downloads::run(const std::shared_ptr<Flight>& f) {
     // Download only what is still missing of the range.
     auto missing = missing_blocks(f->content, f->range);
     const std::vector<BlockRange> runs =
-        missing ? coalesce(*missing, max_blocks_) : std::vector<BlockRange>{f->range};
+        missing ? coalesce(*missing, f->range.count) : std::vector<BlockRange>{f->range};
     for (const auto& r : runs) {
-      auto d = download(f->content, r, deadline, &f->abandon);
+      auto d = download(f->content, r, kNoDeadline, &f->abandon);
       if (!d) {
         error = d.error();
         break;
@@ -328,6 +354,13 @@ Expected<Downloads::Stored, ReadError> Downloads::download(const FileContent& c,
     if (auto v = on_complete_(c, **put); !v) return unexpected(v.error());
   }
   return Stored::kCached;
+}
+
+std::uint32_t Downloads::request_blocks(std::uint64_t blocks, unsigned connections) const {
+  const std::uint64_t bs = store_.block_size();
+  const std::uint64_t bytes = gets_.sizer().size_for(
+      blocks * bs, connections == 0 ? std::max(1u, config_.workers) : connections);
+  return static_cast<std::uint32_t>(std::max<std::uint64_t>(1, bytes / bs));
 }
 
 std::optional<std::vector<std::uint32_t>> Downloads::missing_blocks(const FileContent& c,

@@ -1,11 +1,11 @@
 #pragma once
 // The read path's downloads (the only code that asks the HubClient for bytes, through
-// RangedGets): single-flight per block
-// (concurrent readers wait for one GET), adjacent missing blocks as one ranged GET, demand
-// downloads ahead of prefetches (a queued prefetch a reader now needs is promoted), and a
-// worker pool that bounds connections and buffers (workers x max_request bytes). A download
-// goes into the cache, stored in whole blocks as they arrive, or into a buffer in memory
-// (BufferFetch) when the cache cannot keep the content.
+// RangedGets): single-flight per block (concurrent readers wait for one GET), adjacent missing
+// blocks as one ranged GET sized by the link's measured rate (request_size.h), demand downloads
+// ahead of prefetches (a queued prefetch a reader now needs is promoted), and a worker pool that
+// bounds connections. A download goes into the cache, stored in whole blocks as they arrive, or
+// into a buffer in memory (BufferFetch) when the cache cannot keep the content. Downloads have
+// no deadline: a reader waits for them while their bytes arrive (wait_for).
 
 #include <atomic>
 #include <condition_variable>
@@ -131,10 +131,13 @@ class Downloads {
   void finish(const std::shared_ptr<Flight>& f, std::optional<ReadError> error,
               Stored stored = Stored::kCached);
 
+  // Blocks per ranged GET for a download of `blocks` blocks over `connections` connections
+  // (0: every worker), from the rate measured lately (request_size.h).
+  std::uint32_t request_blocks(std::uint64_t blocks, unsigned connections = 0) const;
+
   cache::BlockStore& store_;
   RangedGets gets_;  // thread-safe itself
   const FetcherConfig config_;
-  const std::uint32_t max_blocks_;
   const OnComplete on_complete_;
 
   // Lock order: mu_ -> a Flight's mu (never the other way); mu_ is never held during I/O.

@@ -25,22 +25,31 @@ Expected<void, ReadError> RangedGets::counted(const FileContent& c, std::uint64_
                                               std::uint64_t length, Deadline deadline,
                                               const CancelFlag* abandon,
                                               hub::HubClient::ChunkFn consume) {
-  // Counted as the bytes arrive (every 64 KiB at most once: a lock per libcurl write would
-  // cost more than it tells), for `wheelhouse status` and the metrics.
+  // Counted as the bytes arrive, every 64 KiB or every second, whichever comes first (a lock
+  // per libcurl write would cost more than it tells): for `wheelhouse status`, the metrics,
+  // and the patience of the readers waiting for them (a slow download is progress too).
   transfers_.open(c.id, c.path, c.size);
   std::uint64_t arrived = 0, counted = 0;
+  auto last_count = Clock::now();
   auto count = [&](std::span<const std::byte> bytes) {
     consume(bytes);
     arrived += bytes.size();
     if (arrived >= counted + (64u << 10) || arrived == length) {
       transfers_.received(c.id, arrived - counted);
       counted = arrived;
+      last_count = Clock::now();
+    } else if (const auto now = Clock::now(); now - last_count >= std::chrono::seconds(1)) {
+      transfers_.received(c.id, arrived - counted);
+      counted = arrived;
+      last_count = now;
     }
   };
   const auto t0 = Clock::now();
   auto got = hub_.stream_range(hub::FileRef{c.commit, c.path, c.size}, offset, length, deadline,
                                abandon, count);
-  latency_.observe(Clock::now() - t0);
+  const auto took = Clock::now() - t0;
+  latency_.observe(took);
+  if (got) sizer_.observe(length, took);
   if (got && counted < length) transfers_.received(c.id, length - counted);
   transfers_.close(c.id);
   requests_++;

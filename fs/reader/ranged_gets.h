@@ -16,6 +16,7 @@
 #include "fs/hub/hub_client.h"
 #include "fs/reader/block_math.h"
 #include "fs/reader/read_types.h"
+#include "fs/reader/request_size.h"
 #include "fs/reader/transfers.h"
 
 namespace whfs::reader {
@@ -25,7 +26,8 @@ class RangedGets {
   // A download is stored in puts of at least this many bytes (whole blocks) as they arrive.
   static constexpr std::uint64_t kStreamPutBytes = 512 << 10;
 
-  RangedGets(cache::BlockStore& store, hub::HubClient& hub) : store_(store), hub_(hub) {}
+  RangedGets(cache::BlockStore& store, hub::HubClient& hub, RequestSizer::Config sizes)
+      : store_(store), hub_(hub), sizer_(sizes) {}
 
   // The bytes [offset, offset + buf.size()) into `buf`; `on_fill` as HubClient::read_range's.
   // `abandon` (may be null) ends a GET nobody waits for any more.
@@ -43,6 +45,8 @@ class RangedGets {
                                                                       const CancelFlag* abandon);
 
   void add_to(FetcherStats& s) const;  // requests, bytes, errors
+  // The sizes of the next GETs, from the rate of the last ones.
+  const RequestSizer& sizer() const { return sizer_; }
   Transfers& transfers() { return transfers_; }
   const Transfers& transfers() const { return transfers_; }
   const LatencyHistogram& latency() const { return latency_; }
@@ -60,6 +64,7 @@ class RangedGets {
   std::atomic<std::uint64_t> errors_{0};
   Transfers transfers_;  // a leaf, thread-safe itself
   LatencyHistogram latency_;
+  RequestSizer sizer_;  // thread-safe itself
 };
 
 }  // namespace whfs::reader

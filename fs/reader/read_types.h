@@ -36,9 +36,17 @@ enum class Serving {
 
 struct FetcherConfig {
   unsigned workers = 16;
-  std::uint64_t max_request = 4ull << 20;  // bytes per ranged GET
+  // Bytes per ranged GET (request_size.h): about `request_target` of the measured rate, from
+  // `min_request` to `max_request`; `first_request` until a GET was measured.
+  std::uint64_t max_request = 16ull << 20;
+  std::uint64_t min_request = 256ull << 10;
+  std::uint64_t first_request = 4ull << 20;
+  std::chrono::milliseconds request_target{1000};
   Serving serving = Serving::kVerified;
-  // One ranged GET, however many retries, from when a worker starts it.
+  // A small GET a caller waits for itself (a wheel's METADATA, a proof of access), however
+  // many retries. The downloads of files have no such limit: they go on while bytes arrive
+  // (a connection that moves none for the stall limit is dropped and its range asked again),
+  // and a read fails when its downloads move no byte for its patience (WaitPolicy).
   std::chrono::seconds request_timeout{30};
   // After a content failed verification twice, reads of it fail at once for this long.
   std::chrono::seconds corrupt_quarantine{60};

@@ -106,4 +106,10 @@ std::uint64_t Transfers::received_total() const {
   return received_total_;
 }
 
+std::uint64_t Transfers::received_of(const cache::ContentId& id) const {
+  std::lock_guard lock(mu_);
+  const auto it = entries_.find(id);
+  return it == entries_.end() ? 0 : it->second.received;
+}
+
 }  // namespace whfs::reader

@@ -46,6 +46,9 @@ class Transfers {
   std::vector<Transfer> snapshot();
   // Every byte received since start, counted as it arrives.
   std::uint64_t received_total() const;
+  // The bytes of `id`'s transfer so far (0 when none is listed): while a reader waits for
+  // it, it stays listed and this only grows.
+  std::uint64_t received_of(const cache::ContentId& id) const;
 
  private:
   struct Entry {

@@ -254,7 +254,9 @@ class MemoryHub : public hub::HubClient {
     const std::size_t upto = fail_midway ? out.size() / 2 : out.size();
     if (on_fill != nullptr) {
       for (std::size_t n = 0; n < upto;) {
-        n = std::min(upto, n + kFillPiece);
+        if (n > 0 && piece_delay.load().count() > 0)
+          std::this_thread::sleep_for(piece_delay.load());
+        n = std::min(upto, n + fill_piece.load());
         (*on_fill)(n);
       }
     }
@@ -289,7 +291,10 @@ class MemoryHub : public hub::HubClient {
   std::atomic<bool> corrupt{false};          // flip the first byte of the file
   std::atomic<std::int64_t> corrupt_at{-1};  // flip the byte at this offset (-1: none)
   std::atomic<std::chrono::milliseconds> delay{std::chrono::milliseconds(0)};  // per request
-  std::vector<std::pair<std::uint64_t, std::size_t>> ranges;                   // guarded by mu_
+  // A slow link: the body arrives in pieces of `fill_piece` bytes, `piece_delay` apart.
+  std::atomic<std::size_t> fill_piece{kFillPiece};
+  std::atomic<std::chrono::milliseconds> piece_delay{std::chrono::milliseconds(0)};
+  std::vector<std::pair<std::uint64_t, std::size_t>> ranges;  // guarded by mu_
   std::mutex mu_;
 
  private:

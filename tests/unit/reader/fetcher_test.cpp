@@ -67,6 +67,35 @@ TEST_F(FetcherTest, ConcurrentVerifiedReadersOfOneFileDownloadItOnce) {
   EXPECT_LE(hub.ranges.size(), 5u);
 }
 
+TEST_F(FetcherTest, ASlowDownloadThatKeepsMovingBytesOutlastsThePatience) {
+  // Each ranged GET takes 3.2 s on this link, and a read's patience is 2 s: the read waits as
+  // long as bytes keep arriving (before, a read failed when no GET ended within its patience).
+  hub.fill_piece = 500;
+  hub.piece_delay = 400ms;
+  Reader r(store, hub, testing::public_scope(), ReaderConfig{config(), {}});
+  auto f = r.open(content, false);
+  std::string got;
+  const auto res = r.read(*f, 0, 100, patience(2000ms), [&](std::span<const iovec> iov) {
+    for (const auto& v : iov) got.append(static_cast<const char*>(v.iov_base), v.iov_len);
+  });
+  ASSERT_TRUE(res) << res.error().message;
+  EXPECT_EQ(got, bytes.substr(0, 100));
+  r.release(*f);
+}
+
+TEST_F(FetcherTest, AReadWhoseDownloadsMoveNothingFailsAfterItsPatience) {
+  hub.hold();  // the link moves no byte
+  FetcherConfig c = config();
+  c.failure_memo = 0s;
+  Reader r(store, hub, testing::public_scope(), ReaderConfig{c, {}});
+  auto f = r.open(content, false);
+  const std::string got = read(r, *f, 0, 100, patience(1000ms));
+  EXPECT_TRUE(got.starts_with("ERROR:")) << got;
+  EXPECT_NE(got.find("no download progress"), std::string::npos) << got;
+  hub.release();
+  r.release(*f);
+}
+
 TEST_F(FetcherTest, AdjacentMissingBlocksBecomeOneRequest) {
   Fetcher f(store, hub, testing::public_scope(), config(Serving::kStreaming));
   ASSERT_TRUE(store.put_blocks(content.id, content.size, 4,
@@ -100,8 +129,8 @@ TEST_F(FetcherTest, BlocksAreStoredAsTheyArriveAndABrokenTransferKeepsThem) {
   const FileContent file = content_of(big);
   MemoryHub big_hub{big};
   FetcherConfig c = config(Serving::kStreaming);
-  c.max_request = 4'000'000;
-  c.failure_memo = std::chrono::seconds(0);  // the next read tries again at once
+  c.max_request = c.min_request = 4'000'000;  // one range of the whole file
+  c.failure_memo = std::chrono::seconds(0);   // the next read tries again at once
   Fetcher f(store, big_hub, testing::public_scope(), c);
   big_hub.fail_midway = true;  // half of it, then the connection drops
   EXPECT_FALSE(f.ensure(file, {0, 2001}, patience()));
