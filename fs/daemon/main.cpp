@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <execinfo.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <malloc.h>
 #include <spdlog/spdlog.h>
 #include <sys/mount.h>
@@ -16,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -174,6 +176,76 @@ std::string check_mountpoint(whfs::MountOptions& opts) {
   return "";
 }
 
+// Whether this process can mount at all, checked before anything is created (the cache, the
+// log's folder): /dev/fuse opens, and for a user (not root) fusermount3 is there to do the
+// mount(2) and allow_other is allowed. Returns "" or the one line that says what to do.
+std::string check_fuse(const whfs::MountOptions& opts) {
+  const bool root = ::geteuid() == 0;
+  const int fd = ::open("/dev/fuse", O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ENOENT || err == ENODEV || err == ENXIO) {
+      return std::string("/dev/fuse: ") + std::strerror(err) +
+             ": FUSE is not available here (the fuse module: modprobe fuse; in a container: "
+             "--device /dev/fuse --cap-add SYS_ADMIN)";
+    }
+    if (root) {
+      return std::string("/dev/fuse: ") + std::strerror(err) +
+             " (a container needs --device /dev/fuse --cap-add SYS_ADMIN; "
+             "`wheelhouse doctor` checks every step)";
+    }
+    struct stat st {};
+    std::string how = "ask an admin to make it usable (chmod 0666 /dev/fuse, as Debian ships it)";
+    if (::stat("/dev/fuse", &st) == 0 && st.st_gid != 0) {
+      const group* g = ::getgrgid(st.st_gid);
+      how = "ask an admin to add this user to group " +
+            (g != nullptr ? std::string(g->gr_name) : std::to_string(st.st_gid)) +
+            " (then log in again)";
+    }
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return std::string("/dev/fuse: ") + std::strerror(err) + ": this user may not use FUSE (" +
+           mode + "); " + how + ", or mount as root with allow_other; `wheelhouse doctor` " +
+           "checks every step";
+  }
+  ::close(fd);
+  if (root) return "";
+  bool fusermount = false;
+  for (const char* dir : {"/usr/bin", "/bin", "/usr/local/bin"}) {
+    struct stat st {};
+    if (::stat((std::string(dir) + "/fusermount3").c_str(), &st) == 0 &&
+        (st.st_mode & S_ISUID) != 0) {
+      fusermount = true;
+      break;
+    }
+  }
+  if (!fusermount) {
+    return "fusermount3 (setuid root) is not installed: a user's mount needs it (apt-get install "
+           "fuse3), or mount as root";
+  }
+  const bool allow_other = std::find(opts.fuse_options.begin(), opts.fuse_options.end(),
+                                     "allow_other") != opts.fuse_options.end();
+  if (allow_other) {
+    bool allowed = false;
+    if (FILE* f = std::fopen("/etc/fuse.conf", "re"); f != nullptr) {
+      char line[256];
+      while (std::fgets(line, sizeof line, f) != nullptr) {
+        std::string_view l(line);
+        while (!l.empty() && (l.back() == '\n' || l.back() == ' ' || l.back() == '\t')) {
+          l.remove_suffix(1);
+        }
+        if (l == "user_allow_other") allowed = true;
+      }
+      std::fclose(f);
+    }
+    if (!allowed) {
+      return "allow_other: a user's mount may offer itself to others only with user_allow_other "
+             "in /etc/fuse.conf (an admin's setting); or mount without allow_other, or as root";
+    }
+  }
+  return "";
+}
+
 void detach_stdio() {
   const int devnull = ::open("/dev/null", O_RDWR);
   if (devnull < 0) return;
@@ -237,6 +309,10 @@ int main(int argc, char** argv) {
   if (auto bad = check_mountpoint(opts); !bad.empty()) {
     std::fprintf(stderr, "wheelhousefs: %s\n", bad.c_str());
     return 2;
+  }
+  if (auto bad = check_fuse(opts); !bad.empty()) {
+    std::fprintf(stderr, "wheelhousefs: %s\n", bad.c_str());
+    return 1;
   }
   // The files the daemon will write, checked (and the log opened) before it starts: a folder
   // another user can change, a planted link, another user's file is a bad option.

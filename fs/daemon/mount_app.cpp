@@ -55,6 +55,11 @@ class MountApp {
                  names_->commit(), at_mount_.offline_note, o_.mountpoint,
                  gpu_summary(o_, *callers_),
                  metrics_url_.empty() ? "" : "; metrics at " + metrics_url_);
+    // In the log, not on the terminal of the person who mounted (a mount says nothing when
+    // it works).
+    if (!cache_note_.empty()) spdlog::info("{}", cache_note_);
+    spdlog::info("cache {}: {}", o_.cache_upper.empty() ? o_.cache_dir : o_.cache_upper,
+                 cache_trust(o_, *cache_).why);
     refresher_->start();
     fuse_->run();  // until SIGTERM/SIGINT or an external unmount
     refresher_->stop();
@@ -63,7 +68,11 @@ class MountApp {
     reader_->shutdown();
     fuse_.reset();  // unmounts
     if (auto r = cache_->flush(); !r) spdlog::warn("cache flush at exit: {}", r.error().message);
-    spdlog::info("unmounted {}", o_.mountpoint);
+    const int sig = refresher_->stop_signal();
+    spdlog::info("unmounted {}{}", o_.mountpoint,
+                 sig == SIGTERM  ? " (SIGTERM)"
+                 : sig == SIGINT ? " (SIGINT)"
+                                 : "");
     return 0;
   }
 
@@ -96,7 +105,7 @@ class MountApp {
     // The cache: cache_dir, private or shared with cache_group; a read-only one (an image
     // layer) under cache_upper when given; none at all when another process holds the
     // directory past read_timeout (stopped?): then files are verified in memory, not kept.
-    auto c = open_mount_cache(o_);
+    auto c = open_mount_cache(o_, &cache_note_);
     if (!c) return unexpected(c.error());
     cache_ = std::move(c).value();
 
@@ -115,9 +124,7 @@ class MountApp {
     // Hub (issue 21), and a content it records as verified is hashed again by this process
     // before it is served. A cache only this user can have written is taken at its word: the
     // re-hash would protect nothing this user could not change anyway (issue 28).
-    const CacheTrust trust = cache_trust(o_, *cache_);
-    spdlog::info("cache {}: {}", o_.cache_upper.empty() ? o_.cache_dir : o_.cache_upper, trust.why);
-    const bool own_listings = trust.trusted;
+    const bool own_listings = cache_trust(o_, *cache_).trusted;
     // A folder's whole subtree in one paginated listing of up to 250 pages (250k entries, the
     // client's limit on what one listing may make it hold): a 100k-entry repository is 113
     // requests instead of 4000 folder listings one after another (and the first 100 pages,
@@ -216,6 +223,7 @@ class MountApp {
   MountCommit at_mount_;
   std::int64_t mounted_at_ = 0;  // set before the first request, then read only
   std::string metrics_url_;      // set before the mount, then read only
+  std::string cache_note_;       // a read-only cache, said in the log once mounted
 
   // Built in this order by start(), destroyed in the reverse order: each part only uses parts
   // declared above it (and the refresher the FUSE mount, attached once mounted; run() ends the

@@ -54,7 +54,8 @@ fuse::FuseConfig fuse_config(const MountOptions& o, const std::string& repo_id) 
   return fc;
 }
 
-Expected<std::unique_ptr<cache::BlockCache>, std::string> open_mount_cache(const MountOptions& o) {
+Expected<std::unique_ptr<cache::BlockCache>, std::string> open_mount_cache(const MountOptions& o,
+                                                                           std::string* note) {
   cache::Options co;
   co.dir = o.cache_dir;
   co.cap_bytes = o.cache_size;
@@ -94,10 +95,11 @@ Expected<std::unique_ptr<cache::BlockCache>, std::string> open_mount_cache(const
   }
   if (!(*cache)->read_only()) return std::move(cache).value();
   if (o.cache_upper.empty()) {
-    spdlog::info(
-        "cache {} is read-only: it serves what it holds; new files are verified in "
-        "memory and not kept (cache_upper= gives them a writable cache)",
-        o.cache_dir);
+    if (note != nullptr) {
+      *note = "cache " + o.cache_dir +
+              " is read-only: it serves what it holds; new files are verified in memory and "
+              "not kept (cache_upper= gives them a writable cache)";
+    }
     return std::move(cache).value();
   }
   // The same block size as the lower tier: a content is read from one tier or the other.
@@ -113,7 +115,7 @@ Expected<std::unique_ptr<cache::BlockCache>, std::string> open_mount_cache(const
                       " of " + std::to_string((*cache)->block_size()) +
                       ": give an empty cache_upper");
   }
-  spdlog::info("cache: {} (read-only) under {}", o.cache_dir, o.cache_upper);
+  if (note != nullptr) *note = "cache: " + o.cache_dir + " (read-only) under " + o.cache_upper;
   return std::unique_ptr<cache::BlockCache>(
       std::make_unique<cache::TieredCache>(std::move(cache).value(), std::move(upper).value()));
 }

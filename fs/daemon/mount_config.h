@@ -22,8 +22,10 @@ fuse::FuseConfig fuse_config(const MountOptions& o, const std::string& repo_id);
 
 // The cache of the mount: cache_dir as it is (private, or shared with cache_group), read-only
 // with cache_upper above it, or none (a cache another process holds too long: files are then
-// verified in memory and not kept). The error names the directory and the cause.
-Expected<std::unique_ptr<cache::BlockCache>, std::string> open_mount_cache(const MountOptions& o);
+// verified in memory and not kept). The error names the directory and the cause. `note` (may
+// be null) gets a line for the log about a read-only cache, said once the mount is up.
+Expected<std::unique_ptr<cache::BlockCache>, std::string> open_mount_cache(
+    const MountOptions& o, std::string* note = nullptr);
 
 // Whose word the cache's records are taken on: a content recorded as verified, a stored
 // listing. Trusted: served as recorded (cache_trusted=, or a cache only this user can have

@@ -60,7 +60,8 @@ void Refresher::wait_for_signals() {
       refresh_requested_ = true;
       cv_.notify_all();
     } else if (sig == SIGTERM || sig == SIGINT) {
-      spdlog::info("{}: unmounting", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+      spdlog::debug("{}: unmounting", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+      stop_signal_ = sig;
       p_.hub.cancel();
       fuse_->exit();
       return;

@@ -58,6 +58,8 @@ class Refresher {
   void drop_pages_of(const cache::ContentId& id);
 
   RefreshFacts facts() const;
+  // SIGTERM or SIGINT when one ended the mount, else 0 (an unmount from outside).
+  int stop_signal() const { return stop_signal_.load(); }
 
  private:
   void wait_for_signals();
@@ -69,6 +71,7 @@ class Refresher {
   const RevisionKey key_;
   const Parts p_;
   fuse::FuseMount* fuse_ = nullptr;  // set before the threads start, then read only
+  std::atomic<int> stop_signal_{0};
 
   mutable std::mutex facts_mu_;  // guards facts_ (a leaf)
   RefreshFacts facts_;

@@ -59,7 +59,8 @@ Expected<void, ReadError> RangedGets::counted(const FileContent& c, std::uint64_
   }
   errors_++;
   ReadError e = from_hub(got.error());
-  if (abandon == nullptr || !abandon->cancelled()) {
+  if ((abandon == nullptr || !abandon->cancelled()) &&
+      got.error().kind != hub::HubErrorKind::kCancelled) {  // (a shutdown: nothing went wrong)
     spdlog::error("{}: download of bytes {}-{} failed: {}", c.path, offset, offset + length - 1,
                   got.error().describe());
     e.logged = true;

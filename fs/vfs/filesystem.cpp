@@ -126,10 +126,11 @@ Expected<void, FsErr> Filesystem::read(FileHandle& fh, std::uint64_t offset, std
   const reader::WaitPolicy wait{config_.read_timeout, cancel};
   auto r = reader_.read(*fh.remote, offset, size, wait, reply);
   if (!r) {
-    // Once per cause: a failed download is logged by the fetcher, not by each read it failed.
-    spdlog::log(r.error().logged ? spdlog::level::debug : spdlog::level::err,
-                "read {} at {} (+{}): {}", fh.remote->content().path, offset, size,
-                r.error().message);
+    // Once per cause: a failed download is logged by the fetcher, not by each read it failed;
+    // a read its caller or a shutdown interrupted is not an error of the mount.
+    const bool quiet = r.error().logged || r.error().kind == FsErrorKind::kInterrupted;
+    spdlog::log(quiet ? spdlog::level::debug : spdlog::level::err, "read {} at {} (+{}): {}",
+                fh.remote->content().path, offset, size, r.error().message);
     return unexpected(std::move(r.error()));
   }
   return {};

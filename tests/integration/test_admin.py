@@ -11,7 +11,8 @@ import socket
 import subprocess
 
 import mounttest
-from mounttest import REPO, MountedTestCase, is_mounted, sha256_file
+import sysusers
+from mounttest import REPO, MountedTestCase, is_mounted, sha256_file, wait_for
 
 CLI = os.path.join(mounttest.BUILD_DIR, "tools", "wheelhouse")
 OVERRIDES = ["arch=sm89", "torch=2.9", "cuda=12.8"]
@@ -64,6 +65,59 @@ class MountPoints(MountedTestCase):
             subprocess.run(["fusermount3", "-u", full], check=True)
         with open(os.path.join(full, "keep.txt")) as f:
             self.assertEqual(f.read(), "mine\n")
+
+    def test_a_user_who_may_not_use_fuse_gets_one_line_and_nothing_is_made(self):
+        # A user, and a /dev/fuse only root may open (as some images have it): one line that
+        # says what to do, before anything is created (the cache in the user's home, a log).
+        ok, why = sysusers.usable()
+        if not ok:
+            self.skipTest(why)
+        user = sysusers.user("nofuse")
+        base = self.scratch("nofuse")
+        os.chmod(self.tmp, 0o755)
+        os.chmod(base, 0o755)
+        home, mnt = os.path.join(base, "home"), os.path.join(base, "mnt")
+        for d in (home, mnt):
+            os.makedirs(d)
+            os.chown(d, user.uid, user.gid)
+        closed = os.path.join(base, "dev-fuse-0600")
+        with open(closed, "w"):
+            pass
+        os.chmod(closed, 0o600)
+        script = (f'mount --bind {closed} /dev/fuse && exec setpriv --reuid={user.uid} '
+                  f'--regid={user.gid} --clear-groups env HOME={home} {mounttest.BINARY} '
+                  f'-o endpoint={self.hub.hub} {REPO} {mnt}')
+        r = run(["unshare", "-m", "--propagation", "private", "sh", "-c", script])
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        lines = r.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertIn("/dev/fuse: Permission denied: this user may not use FUSE", lines[0])
+        self.assertIn("wheelhouse doctor", lines[0])
+        self.assertEqual(os.listdir(home), [], "something was made before the check")
+
+    def test_a_mount_is_silent_on_its_terminal_and_ends_in_one_line(self):
+        log = os.path.join(self.scratch("quiet"), "wh.log")
+        self.hub.config(rate="64k")  # downloads in flight when it is stopped
+        self.addCleanup(self.hub.config, rate="0")
+        m = self.mount(daemon=True, options=[f"log_file={log}"])
+        self.assertEqual(m.returncode, 0, m.startup_stderr)
+        self.assertEqual(m.startup_stderr, "", "a mount that works says nothing")
+        with open(log, encoding="utf-8") as f:
+            self.assertIn("cache ", f.read())  # the cache's trust line went to the log
+        big = max((p for p in self.manifest["files"] if p.endswith(".whl")),
+                  key=lambda p: self.manifest["files"][p]["size"])
+        reader = subprocess.Popen(["cat", m.path(big)], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+        self.addCleanup(reader.kill)
+        self.assertTrue(wait_for(lambda: m.status()["transfers"], timeout=30))
+        with open(log, encoding="utf-8") as f:
+            before = len(f.read().splitlines())
+        m.signal(signal.SIGTERM)
+        self.assertTrue(wait_for(lambda: not os.path.exists(f"/proc/{m.pid}"), timeout=30))
+        with open(log, encoding="utf-8") as f:
+            after = f.read().splitlines()[before:]
+        self.assertEqual(len(after), 1, after)
+        self.assertRegex(after[0], rf"unmounted {re.escape(m.mountpoint)} \(SIGTERM\)$")
 
     def test_a_folder_with_a_mount_on_it_is_refused(self):
         m = self.mount(daemon=True)
