@@ -5,6 +5,7 @@ namespace whfs {
 target::GpuReport probe_gpus(const MountOptions& o) {
   if (!o.target.arch.empty()) {
     target::GpuReport r;
+    r.probed = false;
     r.error = "not probed: arch=" + o.target.arch + " is set";
     return r;
   }

@@ -231,9 +231,10 @@ Expected<std::vector<std::shared_ptr<Node>>, FsErr> build_target_folder(
     }
   }
   const std::size_t matched = out.size();
-  if (t) {
-    for (auto& n : index_folders(prefix, chosen, commit, metadata)) out.push_back(std::move(n));
-  }
+  // The index folders are there whatever matched, empty when nothing does (a process with no
+  // torch, no GPU): a site-wide find-links to current/all/ must name a folder, else pip warns
+  // on every run that the location is ignored.
+  for (auto& n : index_folders(prefix, chosen, commit, metadata)) out.push_back(std::move(n));
   report["packages"] = packages;
   report["unmatched"] = unmatched;
   auto target_file = bytes_file(kReportName, report.dump(2) + "\n", prefix + "/" + kReportName);

@@ -43,8 +43,9 @@ class IndexMetadataSource {
 };
 
 // The children of the folder of `key` at `commit`: a folder per matching package, simple/,
-// all/ and the .target report. With `target` null the folder holds only the report, which says
-// `why_empty`. `metadata` may be null: pages without metadata.
+// all/ and the .target report. With `target` null the folder holds the report, which says
+// `why_empty`, and empty index folders (a find-links or index URL always names a folder).
+// `metadata` may be null: pages without metadata.
 Expected<std::vector<std::shared_ptr<Node>>, FsErr> build_target_folder(
     ListingSource& source, const std::string& commit, const std::string& key,
     const target::Target* target, const std::string& why_empty, IndexMetadataSource* metadata);

@@ -236,7 +236,7 @@ std::vector<GpuDevice> by_uuid(const std::vector<GpuDevice>& pool, std::string_v
 VisibleGpus visible_gpus(const GpuReport& machine, const GpuEnv& env) {
   VisibleGpus out;
   if (!machine.found()) {
-    out.why = "no GPU found on this machine: " + machine.error;
+    out.why = machine.probed ? "no GPU found on this machine: " + machine.error : machine.error;
     return out;
   }
   std::vector<GpuDevice> pool = machine.devices;

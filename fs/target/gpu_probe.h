@@ -62,6 +62,7 @@ struct GpuReport {
   int driver_version = 0;   // the CUDA version the driver supports; 0 when unknown
   std::vector<GpuAttempt> attempts;
   std::string error;
+  bool probed = true;  // false: not asked (arch= chose the target): `error` says so
 
   bool found() const { return !devices.empty(); }
   // Whether `devices` is in CUDA's default order (runtime, driver API); NVML gives PCI order.

@@ -57,6 +57,26 @@ class CurrentView(MountedTestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(imported_folder(target, "flash_attn"), "flash_attn/sm89/torch2.9-cu128")
 
+    def test_a_process_with_no_target_still_has_empty_index_folders(self):
+        # No GPU and no torch: current/ leads to targets/unresolved, whose all/ and simple/ are
+        # there and empty, so a site-wide find-links to current/all/ costs pip no warning.
+        m = self.mount()
+        self.assertEqual(os.readlink(m.path("current")), "targets/unresolved")
+        self.assertEqual(sorted(os.listdir(m.path("current"))), [".target", "all", "simple"])
+        self.assertEqual(os.listdir(m.path("current/all")), [])
+        r = subprocess.run(["python3", "-m", "pip", "download", "--no-index", "--no-deps",
+                            "--find-links", m.path("current/all/"), "-d", self.scratch("dl"),
+                            "flash-attn"], capture_output=True, text=True, timeout=120)
+        self.assertNotIn("is ignored", r.stdout + r.stderr)
+        self.assertIn("No matching distribution found for flash-attn", r.stdout + r.stderr)
+
+    def test_an_arch_override_is_not_reported_as_a_missing_gpu(self):
+        m = self.mount(options=["arch=sm89", "torch=2.9", "cuda=12.8"])
+        with open(m.path("current/.target"), encoding="utf-8") as f:
+            report = json.load(f)
+        self.assertEqual(report["caller"]["gpus"], "not probed: arch=sm89 is set")
+        self.assertNotIn("no GPU found", json.dumps(report))
+
     def test_entries_share_content_and_cache_with_their_source(self):
         m = self.mount(options=["arch=sm89", "torch=2.9", "cuda=12.8"])
         wheel = glob.glob(m.path("current/natten/*.whl"))[0]
@@ -93,10 +113,11 @@ class CurrentView(MountedTestCase):
                                                     "nvdiffrast", "nvdiffrec_render", "o_voxel"})
         self.assertIn("sm9", report["unmatched"]["flash_attn"])
 
-    def test_no_gpu_and_no_override_leaves_only_the_reason(self):
+    def test_no_gpu_and_no_override_leaves_the_reason_and_no_wheel(self):
         m = self.mount(options=["cudart=/nonexistent/libcudart.so"])
         self.assertEqual(os.readlink(m.path("current")), "targets/unresolved")
-        self.assertEqual(os.listdir(m.path("current")), [".target"])
+        self.assertEqual(sorted(os.listdir(m.path("current"))), [".target", "all", "simple"])
+        self.assertEqual(os.listdir(m.path("current/all")), [])
         with open(m.path("current/.target")) as f:
             report = json.load(f)
         self.assertIn("GPU", report["why_empty"])
