@@ -11,10 +11,12 @@
 #   tools/dev.sh mount [REPO] [DIR]    set up, build, mount REPO (DoctorPopi/python_wheelhouse)
 #                                      on DIR (/mnt/wheelhouse)
 #   tools/dev.sh sanitize address|thread [CTEST ARGS]
-#                                      build in build-<kind>/ with sanitizers and run the unit tests
+#                                      build with sanitizers and run the unit tests: ASan+UBSan
+#                                      in build-asan/ (clang, shared with fuzz), TSan in
+#                                      build-thread/ (the tests tests/CMakeLists.txt names)
 #   tools/dev.sh demo [ARCH TORCH CUDA] set up, build, and show the product end to end on a
 #                                      generated wheelhouse (no network, no GPU needed)
-#   tools/dev.sh fuzz [SECONDS]        build the libFuzzer targets (clang) in build-fuzz/ and run
+#   tools/dev.sh fuzz [SECONDS]        build the libFuzzer targets (clang) in build-asan/ and run
 #                                      each for SECONDS (default 60) from tests/fuzz/corpus/
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,6 +48,16 @@ print_steps() {
   ((${#steps[@]})) || return 0
   echo
   printf '%s\n' "${steps[@]}"
+}
+
+# One clang build with ASan+UBSan at -O1 -g1 (build-asan/) for the sanitized unit tests and
+# the libFuzzer targets alike: the libraries are compiled once for both (the fuzzers' coverage
+# instrumentation costs the unit tests nothing: ASan's runtime answers its hooks).
+configure_asan() {
+  CC=clang CXX=clang++ cmake -S "$src" -B build-asan -G Ninja -DWHFS_SANITIZE=address \
+    -DWHFS_FUZZ=ON -DWHFS_BENCH=OFF -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=16 \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
+    -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" >/dev/null
 }
 
 # The labels of the tests, in the order they run (each label's tests in parallel): the unit
@@ -121,46 +133,46 @@ case $cmd in
     kind=${1:?usage: dev.sh sanitize address|thread [ctest args]}
     shift
     tools/setup.sh --tests
-    # Only what `ctest -L unit` runs. TSan at -O1 -g1 (its own advice; a third less compile time
-    # than -O2 -g); ASan+UBSan at -O0 -g1, which they support fully: its instrumented -O1 build
-    # took twice as long to compile per file (downloads.cpp: 56 s against 29 s), more than the
-    # slower tests cost.
-    opt=-O1
-    [[ $kind == address ]] && opt=-O0
-    # Unity builds (CMakeLists.txt lists the files compiled alone): every header is parsed once
-    # per batch instead of once per file.
+    trap print_steps EXIT
+    if [[ $kind == address ]]; then
+      # ASan+UBSan: the one clang build the fuzzers use too (build-asan/).
+      configure_asan
+      timed "build (ASan+UBSan, clang)" cmake --build build-asan -j "$jobs" --target unit_tests
+      timed "ctest -L unit (ASan+UBSan)" ctest --test-dir build-asan --output-on-failure \
+        -j "$jobs" -L unit "$@"
+      exit
+    fi
+    # TSan: at -O1 -g1 (its own advice; a third less compile time than -O2 -g), the unit tests
+    # of the modules with threads and locks (tsan_tests); a unity build (CMakeLists.txt lists
+    # the files compiled alone): every header is parsed once per batch instead of once per file.
     cmake -S "$src" -B "build-$kind" -G Ninja -DWHFS_SANITIZE="$kind" -DWHFS_BENCH=OFF \
       -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=16 \
-      -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$opt -g1" \
-      -DCMAKE_C_FLAGS_RELWITHDEBINFO="$opt -g1" >/dev/null
-    trap print_steps EXIT
-    timed "build ($kind)" cmake --build "build-$kind" -j "$jobs" --target unit_tests
-    timed "ctest -L unit ($kind)" ctest --test-dir "build-$kind" --output-on-failure -j "$jobs" \
-      -L unit "$@"
+      -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
+      -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" >/dev/null
+    timed "build ($kind)" cmake --build "build-$kind" -j "$jobs" --target tsan_tests
+    timed "ctest (TSan)" ctest --test-dir "build-$kind" --output-on-failure -j "$jobs" -L unit \
+      -R "$(cat "build-$kind/tsan_tests.txt")" "$@"
     ;;
   fuzz)
     secs=${1:-60}
     tools/setup.sh --tests
     fuzzers=()
     for f in tests/fuzz/*_fuzz.cpp; do fuzzers+=("$(basename "$f" .cpp)"); done
-    CC=clang CXX=clang++ cmake -S "$src" -B build-fuzz -G Ninja -DWHFS_FUZZ=ON -DWHFS_BENCH=OFF \
-      -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=16 \
-      -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
-      -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" >/dev/null
+    configure_asan
     trap print_steps EXIT
-    timed "build (fuzzers)" cmake --build build-fuzz -j "$jobs" --target "${fuzzers[@]}"
+    timed "build (fuzzers)" cmake --build build-asan -j "$jobs" --target "${fuzzers[@]}"
     # Each fuzzer on a core of its own ($jobs at a time); any failure fails the run.
     fuzz_one() {
-      local name=$1 work=build-fuzz/corpus/$1
+      local name=$1 work=build-asan/corpus/$1
       mkdir -p "$work"
-      if ! build-fuzz/tests/fuzz/"$name" -max_total_time="$secs" -timeout=10 \
-             -print_final_stats=1 -artifact_prefix="build-fuzz/$name-" "$work" \
-             "tests/fuzz/corpus/$name" >"build-fuzz/$name.log" 2>&1; then
-        tail -n 40 "build-fuzz/$name.log"
-        echo "fuzz: $name FAILED (crash input saved as build-fuzz/$name-*)" >&2
+      if ! build-asan/tests/fuzz/"$name" -max_total_time="$secs" -timeout=10 \
+             -print_final_stats=1 -artifact_prefix="build-asan/$name-" "$work" \
+             "tests/fuzz/corpus/$name" >"build-asan/$name.log" 2>&1; then
+        tail -n 40 "build-asan/$name.log"
+        echo "fuzz: $name FAILED (crash input saved as build-asan/$name-*)" >&2
         return 1
       fi
-      echo "fuzz: $name: $(grep -E '^stat::number_of_executed_units' "build-fuzz/$name.log")"
+      echo "fuzz: $name: $(grep -E '^stat::number_of_executed_units' "build-asan/$name.log")"
     }
     pids=() failed=0 fuzz_t0=$(date +%s)
     for name in "${fuzzers[@]}"; do

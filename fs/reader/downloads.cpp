@@ -40,11 +40,12 @@ struct Downloads::Flight {
 };
 
 Downloads::Downloads(cache::BlockStore& store, hub::HubClient& hub, const FetcherConfig& config,
-                     OnComplete on_complete)
+                     OnComplete on_complete, OnFetched on_fetched)
     : store_(store),
       gets_(store, hub, sizes_of(config)),
       config_(config),
-      on_complete_(std::move(on_complete)) {
+      on_complete_(std::move(on_complete)),
+      on_fetched_(std::move(on_fetched)) {
   for (unsigned i = 0; i < std::max(1u, config_.workers); ++i) {
     workers_.emplace_back([this] { worker(); });
   }
@@ -350,6 +351,7 @@ Expected<Downloads::Stored, ReadError> Downloads::download(const FileContent& c,
     stats_.uncached++;
     return Stored::kNotKept;  // its readers take the memory path
   }
+  if (on_fetched_) on_fetched_(c);
   if ((*put)->complete()) {
     if (auto v = on_complete_(c, **put); !v) return unexpected(v.error());
   }

@@ -57,9 +57,12 @@ class Downloads {
   // serving gate asks for it); also run by a prefetch that finds a content complete already.
   using OnComplete =
       std::function<Expected<void, ReadError>(const FileContent&, const cache::ContentState&)>;
+  // Bytes of a content arrived from the Hub and were stored (before on_complete, so that
+  // whoever sees the content complete sees this too).
+  using OnFetched = std::function<void(const FileContent&)>;
 
   Downloads(cache::BlockStore& store, hub::HubClient& hub, const FetcherConfig& config,
-            OnComplete on_complete);
+            OnComplete on_complete, OnFetched on_fetched = {});
   ~Downloads();
   Downloads(const Downloads&) = delete;
   Downloads& operator=(const Downloads&) = delete;
@@ -139,6 +142,7 @@ class Downloads {
   RangedGets gets_;  // thread-safe itself
   const FetcherConfig config_;
   const OnComplete on_complete_;
+  const OnFetched on_fetched_;
 
   // Lock order: mu_ -> a Flight's mu (never the other way); mu_ is never held during I/O.
   mutable std::mutex mu_;  // guards everything below up to progress_mu_

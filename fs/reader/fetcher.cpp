@@ -16,9 +16,12 @@ Fetcher::Fetcher(cache::BlockStore& store, hub::HubClient& hub, const cache::Acc
       memory_(config_.memory_limit),
       verifier_(store, gate_, config_),
       claims_(store, config_.claim_takeover),
-      downloads_(store, hub, config_, [this](const FileContent& c, const cache::ContentState& s) {
-        return check_complete(c, s.verified);
-      }) {}
+      downloads_(
+          store, hub, config_,
+          [this](const FileContent& c, const cache::ContentState& s) {
+            return check_complete(c, s.verified);
+          },
+          [this](const FileContent& c) { fetched_here(c); }) {}
 
 Fetcher::~Fetcher() { shutdown(); }
 
@@ -181,7 +184,6 @@ Expected<Source, ReadError> Fetcher::ensure_verified(const FileContent& c, Block
     auto r = downloads_.fetch_blocks(c, *missing, wait, std::nullopt);
     if (!r) return unexpected(r.error());
     if (*r == Stored::kNotKept) return fetch_to_memory(c, wait, "the cache could not keep it");
-    fetched_here(c);
   }
   return unexpected(
       ReadError{FsErrorKind::kIo, c.path + ": its blocks keep leaving the cache while it is read"});
@@ -204,7 +206,6 @@ Expected<Source, ReadError> Fetcher::ensure_streaming(const FileContent& c, Bloc
   auto r = downloads_.fetch_blocks(c, *missing, wait, then);
   if (!r) return unexpected(r.error());
   if (*r == Stored::kNotKept) return fetch_to_memory(c, wait, "the cache could not keep it");
-  fetched_here(c);
   return Source{};
 }
 
@@ -296,7 +297,6 @@ Expected<std::string, ReadError> Fetcher::peek(const FileContent& c, std::uint64
       return unexpected(r.error());
     }
     if (*r == Stored::kNotKept) break;
-    fetched_here(c);
   }
   // The cache cannot hold them: one GET of just these bytes.
   std::string out(size, '\0');

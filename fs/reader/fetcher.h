@@ -122,7 +122,8 @@ class Fetcher {
   // One ranged GET of up to kProofBytes at a random offset of a stored block, compared with
   // the stored bytes; false when no block is stored.
   Expected<bool, ReadError> prove(const FileContent& c, const WaitPolicy& wait);
-  // This process's Hub served bytes of `c`: admitted, and a grant recorded for its audience.
+  // This process's Hub served bytes of `c` (Downloads tells, as they are stored): admitted,
+  // and a grant recorded for its audience.
   void fetched_here(const FileContent& c);
   // After a read was made servable from the cache: admitted (admit()), or an error.
   Expected<Source, ReadError> admitted_or_proven(const FileContent& c, Source s,

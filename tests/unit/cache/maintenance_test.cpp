@@ -64,7 +64,8 @@ TEST_F(MaintenanceTest, StatsListVerifyEvictClearWhileAnotherProcessWrites) {
   auto all = cache_->list_contents();
   ASSERT_TRUE(all);
   EXPECT_TRUE(listed(*all, good) && listed(*all, bad) && listed(*all, other));
-  const auto info = std::find_if(all->begin(), all->end(), [&](auto& i) { return i.id == good; });
+  const auto info =
+      std::find_if(all->begin(), all->end(), [&, id = good](auto& i) { return i.id == id; });
   EXPECT_EQ(info->size, good_bytes.size());
   EXPECT_EQ(info->state, (ContentState{6, 6, false}));
 

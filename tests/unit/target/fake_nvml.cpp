@@ -80,7 +80,9 @@ int nvmlDeviceGetUUID(void* handle, char* uuid, unsigned length) {
 }
 
 // nvmlPciInfo_t: char busIdLegacy[16]; unsigned domain, bus, device, ...
-int nvmlDeviceGetPciInfo_v3(void* handle, unsigned* info) {
+// (Declared as the probe calls it: a call through another function type is undefined.)
+int nvmlDeviceGetPciInfo_v3(void* handle, void* pci) {
+  auto* info = static_cast<unsigned*>(pci);
   const auto d = fake_gpu::devices();
   const int i = index_of(handle);
   if (i < 0 || i >= d.count) return 2;
