@@ -87,6 +87,9 @@ struct DoctorOptions {
 int run_detect(const CommonOptions& o, const DetectOptions& d);
 int run_doctor(const DoctorOptions& o);
 int run_shell_hook(const std::string& shell, const std::vector<std::string>& mounts);
+// --install (else --uninstall) of the hook line in `files` (empty: /etc/bash.bashrc and
+// /etc/zsh/zshrc where they exist).
+int run_shell_hook_files(bool install, const std::vector<std::string>& files);
 int run_pip_config(const std::string& mount);
 // The one mount of `mounts` (the wheelhouse mounts found, or the one named), else
 // /mnt/wheelhouse.

@@ -24,7 +24,7 @@ pkgs=(
 if ((want_tests)); then
   pkgs+=(python3-pip python3-venv clang clang-format clang-tidy libclang-rt-14-dev systemd curl
         procps util-linux unzip psmisc
-        dpkg-dev nginx-light file zsh python3-pexpect prometheus
+        dpkg-dev lintian nginx-light file zsh python3-pexpect prometheus
         podman runc debootstrap python3-grpcio python3-protobuf python3-yaml)
 fi
 

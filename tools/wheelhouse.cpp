@@ -3,6 +3,7 @@
 //   wheelhouse detect [--json|--key] [--pid N] [-o arch=..]  where current/ leads, and why
 //   wheelhouse doctor [REPO] [--endpoint URL] [--offline] [--mount DIR]...  is this machine ready
 //   wheelhouse shell-hook bash|zsh|fish                      the prompt hook (eval it)
+//   wheelhouse shell-hook --install|--uninstall [FILE...]    add it to the system's rc files
 //   wheelhouse pip-config [--mount DIR]                       a pip.conf for current/all/
 //   wheelhouse status [MOUNTPOINT] [--json] [--watch]    a running mount, live
 //   wheelhouse cache stats|ls|verify|evict|clear          the block cache (--cache-dir DIR,
@@ -75,10 +76,37 @@ int run(int argc, char** argv) {
 
   std::string hook_shell;
   std::vector<std::string> hook_mounts;
+  std::vector<std::string> hook_install;
+  std::vector<std::string> hook_uninstall;
   auto* hook = app.add_subcommand(
-      "shell-hook", "Print the prompt hook for eval \"$(wheelhouse shell-hook bash)\"");
-  hook->add_option("SHELL", hook_shell, "bash, zsh or fish")->required();
-  hook->add_option("--mount", hook_mounts, "the mounts to tell (default: every wheelhouse mount)");
+      "shell-hook",
+      "Print the prompt hook for eval \"$(wheelhouse shell-hook bash)\"; or, as an admin, add it "
+      "to (--install) or take it from (--uninstall) the shells' system-wide rc files");
+  auto* hook_shell_opt = hook->add_option("SHELL", hook_shell, "bash, zsh or fish");
+  hook->add_option("--mount", hook_mounts,
+                   "the mounts to tell (default: every wheelhouse mount); either way only those "
+                   "whose daemon runs as root or as the shell's user, or listed in "
+                   "/etc/wheelhouse-fs/hint-mounts or $WHEELHOUSE_HINT_MOUNTS, are told "
+                   "(wheelhouse-hint --help)");
+  auto* hook_install_opt =
+      hook->add_option("--install", hook_install,
+                       "add one line that reads /etc/profile.d/wheelhouse-fs.sh to each FILE "
+                       "(default: /etc/bash.bashrc and /etc/zsh/zshrc where they exist), for "
+                       "interactive shells that are not login shells; the file is replaced "
+                       "atomically, its owner and mode kept; a symbolic link is refused")
+          ->expected(0, -1)
+          ->type_name("[FILE...]");
+  auto* hook_uninstall_opt =
+      hook->add_option("--uninstall", hook_uninstall,
+                       "remove that exact line from each FILE (same default); other lines stay")
+          ->expected(0, -1)
+          ->type_name("[FILE...]");
+  hook_install_opt->excludes(hook_uninstall_opt)->excludes(hook_shell_opt);
+  hook_uninstall_opt->excludes(hook_shell_opt);
+  hook->footer(
+      "The .deb installs /etc/profile.d/wheelhouse-fs.sh (login shells) and edits no other "
+      "package's file: run `wheelhouse shell-hook --install` once as root for every interactive "
+      "bash and zsh, and `--uninstall` before removing the package.");
 
   std::string pip_mount;
   auto* pip_config = app.add_subcommand(
@@ -247,7 +275,24 @@ int run(int argc, char** argv) {
   if (*detect) return run_detect(common, detect_opts);
   if (*doctor) return run_doctor(doctor_opts);
   if (*status) return run_status(status_mount, common, watch);
-  if (*hook) return run_shell_hook(hook_shell, hook_mounts);
+  if (*hook) {
+    const bool install = hook->count("--install") > 0;
+    if (install || hook->count("--uninstall") > 0) {
+      if (!hook_mounts.empty()) {
+        std::fprintf(stderr, "wheelhouse: shell-hook --mount goes with SHELL, not --%s\n",
+                     install ? "install" : "uninstall");
+        return kUsage;
+      }
+      return run_shell_hook_files(install, install ? hook_install : hook_uninstall);
+    }
+    if (hook_shell.empty()) {
+      std::fprintf(stderr,
+                   "wheelhouse: shell-hook needs SHELL (bash, zsh, fish), or --install or "
+                   "--uninstall\n");
+      return kUsage;
+    }
+    return run_shell_hook(hook_shell, hook_mounts);
+  }
   if (*pip_config) return run_pip_config(pip_mount);
   if (*hashes) return run_hashes(hashes_opts);
   if (*publish) return run_publish(publish_opts);

@@ -6,7 +6,10 @@ process) after `source activate`, `deactivate` and another venv, a conda-style e
 with PYENV_VERSION and with .python-version; a Python interpreter then opens those names. A
 script uses `wheelhouse detect --key`; pip with `wheelhouse pip-config` takes the wheel over a
 newer sdist; hints that name another user's process, a FIFO, or a hung path change nothing else.
+The hint asks only mounts it can trust: another user's mount (allow_other) is skipped unless
+listed, and its daemon sees no request.
 """
+import ctypes
 import json
 import os
 import re
@@ -14,8 +17,10 @@ import shutil
 import subprocess
 import sys
 import time
+import unittest
 
 import mounttest
+import sysusers
 from mounttest import MountedTestCase
 from test_callers import PY, PYTHON, TAG, fake_torch, layout_venv, real_venv
 
@@ -262,6 +267,175 @@ class Shells(MountedTestCase):
             self.assertLess(time.monotonic() - start, 3, venv)
             self.assertIn("targets/unresolved", r.stdout, venv)
         self.assertEqual(os.readlink(self.m.path("current"))[:8], "targets/")
+
+
+# A FUSE daemon of a few lines: it answers INIT, an extended attribute with ENODATA and the
+# rest with ENOSYS, and logs each request (its operation and the pid that asked) to stdout.
+FAKE_DAEMON = r"""
+import errno, os, struct, sys
+fd = int(sys.argv[1])
+names = {1: "LOOKUP", 3: "GETATTR", 17: "STATFS", 22: "GETXATTR", 23: "LISTXATTR", 26: "INIT",
+         27: "OPENDIR", 34: "ACCESS", 38: "DESTROY"}
+def reply(unique, err, payload=b""):
+    os.write(fd, struct.pack("<IiQ", 16 + len(payload), -err, unique) + payload)
+while True:
+    try:
+        req = os.read(fd, 1 << 21)
+    except OSError as e:
+        if e.errno == errno.EINTR:
+            continue
+        break  # ENODEV: unmounted
+    _, op, unique, _, _, _, pid = struct.unpack_from("<IIQQIII", req)
+    print(names.get(op, f"op{op}"), f"pid={pid}", flush=True)
+    if op == 26:  # INIT: the kernel's own protocol version, no features
+        _, minor, readahead, _ = struct.unpack_from("<IIII", req, 40)
+        reply(unique, 0, struct.pack("<IIIIHHIIHHI28x", 7, minor, readahead, 0, 16, 12, 1 << 17,
+                                     1, 0, 0, 0))
+    elif op in (2, 36, 42):  # FORGET, INTERRUPT, BATCH_FORGET: no reply
+        continue
+    elif op == 22:
+        reply(unique, errno.ENODATA)
+    elif op == 38:
+        reply(unique, 0)
+        break
+    else:
+        reply(unique, errno.ENOSYS)
+"""
+
+# In a mount namespace of its own, every wheelhouse mount but the test's is lazily unmounted
+# (there only: the machine's mounts are untouched), then the hint runs with no MOUNTPOINT, as
+# the prompt hook runs it: it sees the test's mounts and no other.
+ISOLATED = r"""
+import os, subprocess, sys
+keep = set(sys.argv[1].split(":"))
+with open("/proc/self/mountinfo") as f:
+    lines = f.read().splitlines()
+for line in reversed(lines):
+    fields = line.split(" - ")
+    mnt = fields[0].split()[4].encode().decode("unicode_escape")
+    if fields[1].split()[0] == "fuse.wheelhousefs" and mnt not in keep:
+        subprocess.run(["umount", "-l", mnt], check=True)
+os.execv(sys.argv[2], sys.argv[2:])
+"""
+
+
+class UsersMount:
+    """Another user's wheelhouse mount, as fusermount3 makes one where /etc/fuse.conf has
+    user_allow_other: type fuse.wheelhousefs, that user's user_id= and group_id=, allow_other, its
+    daemon running as that user (FAKE_DAEMON, whose log lists every request it gets)."""
+
+    def __init__(self, mountpoint, user, log_path):
+        self.mountpoint = mountpoint
+        self.log_path = log_path
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = os.open("/dev/fuse", os.O_RDWR | os.O_CLOEXEC)
+        opts = f"fd={fd},rootmode=40000,user_id={user.uid},group_id={user.gid},allow_other"
+        ms_nosuid_nodev = 2 | 4
+        if libc.mount(b"whfs-users-mount", mountpoint.encode(), b"fuse.wheelhousefs",
+                      ctypes.c_ulong(ms_nosuid_nodev), opts.encode()) != 0:
+            err = ctypes.get_errno()
+            os.close(fd)
+            raise OSError(err, os.strerror(err), mountpoint)
+        try:
+            with open(log_path, "wb") as log:
+                # Debian's Python: the user may run it (the tests' own may live in root's home).
+                self.proc = subprocess.Popen(["/usr/bin/python3", "-c", FAKE_DAEMON, str(fd)],
+                                             pass_fds=(fd,), stdout=log, user=user.uid,
+                                             group=user.gid, extra_groups=[])
+        except BaseException:
+            # Unserved, the mount would hang whoever looks at it (the scratch folder's removal).
+            subprocess.run(["umount", "-l", mountpoint], check=False, capture_output=True)
+            raise
+        finally:
+            os.close(fd)
+
+    def requests(self):
+        with open(self.log_path, encoding="utf-8") as f:
+            return f.read().split("\n")
+
+    def close(self):
+        subprocess.run(["umount", "-l", self.mountpoint], check=False, capture_output=True)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class HintTrust(MountedTestCase):
+    """The hook's helper asks the mounts of root and of the calling user, and those listed; not
+    another user's (its daemon would learn the pids of everyone's shells and could hold their
+    prompts)."""
+    profile = "small"
+
+    @classmethod
+    def setUpClass(cls):
+        ok, why = sysusers.usable()
+        if not ok:
+            raise unittest.SkipTest(f"a second user mounts: {why}")
+        super().setUpClass()
+        os.chmod(cls.tmp, 0o755)
+        cls.user = sysusers.user("hintmount")
+        cls.venv = os.path.join(cls.tmp, "venv")
+        real_venv(cls.venv, "2.9.0+cu128", "12.8")
+
+    def setUp(self):
+        self.root_mount = self.mount(env=GPUS, options=[f"cudart={FAKE_CUDART}", "allow_other"])
+        mnt = os.path.join(self.scratch("users"), "mnt")
+        os.makedirs(mnt)
+        self.theirs = UsersMount(mnt, self.user, os.path.join(self.scratch("users"), "requests"))
+        self.addCleanup(self.theirs.close)
+        # The log shows the daemon serving (INIT) before anything is asked of it.
+        self.assertTrue(mounttest.wait_for(lambda: "INIT" in self.theirs.requests()[0],
+                                           timeout=30))
+
+    def hint(self, *args, env=None, isolated=False):
+        env = dict({"PATH": "/usr/bin:/bin", "VIRTUAL_ENV": self.venv}, **(env or {}))
+        argv = [HINT, "-v", *args]
+        if isolated:
+            keep = f"{self.root_mount.mountpoint}:{self.theirs.mountpoint}"
+            argv = ["unshare", "-m", "--propagation", "private", sys.executable, "-c", ISOLATED,
+                    keep] + argv
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
+
+    def asked_theirs(self):
+        return [r for r in self.theirs.requests() if r.startswith("GETXATTR")]
+
+    def test_another_users_mount_is_not_asked(self):
+        skipped = (f"{self.theirs.mountpoint}: not asked: its daemon runs as user "
+                   f"{self.user.uid}, neither root nor you")
+        # As the prompt hook runs it: every wheelhouse mount this process sees.
+        r = self.hint(isolated=True)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn(f"{self.root_mount.mountpoint}: targets/sm89-torch2.9-cu128-{TAG}", r.stdout)
+        self.assertIn(skipped, r.stdout)
+        self.assertEqual(self.root_mount.status()["targets"]["hints"], 1)
+        # Named on the command line, it is not asked either.
+        r = self.hint(self.theirs.mountpoint)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn(skipped, r.stdout)
+        self.assertEqual(self.asked_theirs(), [])
+
+    def test_a_listed_mount_and_ones_own_are_asked(self):
+        # The log does list what reaches the daemon: listed in $WHEELHOUSE_HINT_MOUNTS, it is
+        # asked (and, being no wheelhouse, answers ENODATA).
+        r = self.hint(self.theirs.mountpoint,
+                      env={"WHEELHOUSE_HINT_MOUNTS": f"/nonexistent:{self.theirs.mountpoint}/"})
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn(f"{self.theirs.mountpoint}: not a wheelhouse mount", r.stderr)
+        self.assertEqual(len(self.asked_theirs()), 1)
+        # Its own user's hint is asked too.
+        r = subprocess.run(["setpriv", f"--reuid={self.user.uid}", f"--regid={self.user.gid}",
+                            "--clear-groups", HINT, "-v", self.theirs.mountpoint],
+                           capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn(f"{self.theirs.mountpoint}: not a wheelhouse mount", r.stderr)
+        self.assertEqual(len(self.asked_theirs()), 2)
+        # A folder that is no mount is named as such, and not asked.
+        r = self.hint(self.tmp)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn(f"{self.tmp}: not a wheelhouse mount (no fuse.wheelhousefs mount there",
+                      r.stderr)
 
 
 if __name__ == "__main__":

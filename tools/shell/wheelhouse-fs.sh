@@ -1,8 +1,9 @@
 # wheelhouse-fs: the prompt hook of `wheelhouse shell-hook` for every interactive bash and zsh,
 # so that after `source venv/bin/activate` (conda activate, pyenv shell, export PATH=...) the
 # shell's own globs of /mnt/wheelhouse/current/... follow the Python it now runs.
-# Read by login shells from /etc/profile.d, and by interactive bash and zsh from the line the
-# package adds to /etc/bash.bashrc and /etc/zsh/zshrc. To opt out: WHEELHOUSE_NO_HOOK=1 in
+# Read by login shells from /etc/profile.d, and by the other interactive bash and zsh from the
+# line `wheelhouse shell-hook --install` adds to /etc/bash.bashrc and /etc/zsh/zshrc (an admin's
+# command: the package edits no other package's file). To opt out: WHEELHOUSE_NO_HOOK=1 in
 # the environment (e.g. ~/.pam_environment, or exported before this runs).
 case $- in
   *i*) ;;
