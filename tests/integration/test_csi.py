@@ -472,5 +472,23 @@ class CsiTenants(PluginCase):
         self.assert_bytes_right(t3)
         self.unpublish_all()
 
+    def test_5_a_start_that_times_out_leaves_no_daemon_behind(self):
+        self.stop_plugin(signal.SIGTERM)
+        self.addCleanup(self.stop_plugin, signal.SIGTERM)  # the next test gets the usual one
+        usual = type(self).plugin_args
+        type(self).plugin_args = usual + ("--start-timeout", "1")
+        try:
+            self.start_plugin()
+        finally:
+            type(self).plugin_args = usual
+        self.hold_slow_repo()  # this start cannot serve before the timeout, however long it is
+        with self.assertRaises(grpc.RpcError) as e:
+            self.kubelet.publish("vol-t", self.target("t5"), self.context(repo=SLOW_REPO))
+        self.assertEqual(e.exception.code(), grpc.StatusCode.INTERNAL)
+        self.assertIn("not serving after 1 s", e.exception.details())
+        self.assertEqual(daemon_processes(self.state, SLOW_REPO), {},
+                         "the daemon of the start that timed out goes on starting")
+        self.assertEqual(self.daemons(), {})
+
 if __name__ == "__main__":
     images.main("the CSI tests", PLUGIN)
