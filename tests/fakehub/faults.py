@@ -10,6 +10,9 @@ request path, and fires `count` times (-1: until cleared). Kinds:
   stall         read the request, never answer (until the client goes or `seconds` pass)
   stall_body    send the headers and `after_bytes`, then stall
   slow          wait `seconds` before the first byte
+  hold          wait before the first byte until the rule is cleared (POST /faults/clear) or
+                `seconds` pass, then answer as usual: a request in flight for as long as a
+                test wants, with no clock involved
   ignore_range  answer 200 with the whole body to a ranged request
   gzip          gzip small bodies when the client offers it
   link_repeat   the Link next URL repeats the current cursor
@@ -29,7 +32,7 @@ import threading
 
 KINDS = {
     "status", "reset", "truncate", "stall", "stall_body", "slow", "ignore_range", "gzip",
-    "link_repeat", "link_cross_origin", "corrupt", "branch_moved",
+    "link_repeat", "link_cross_origin", "corrupt", "branch_moved", "hold",
 }
 
 
@@ -56,6 +59,7 @@ class Fault:
         self.seconds = float(spec.get("seconds", 3600))
         self.offsets = spec.get("offsets")
         self.fired = 0
+        self.released = threading.Event()  # set when the rule is cleared (hold)
 
     def describe(self):
         return {"id": self.id, "kind": self.kind, "server": self.server, "path": self.path_re.pattern,
@@ -75,6 +79,8 @@ class FaultTable:
 
     def clear(self):
         with self.lock:
+            for f in self.rules:
+                f.released.set()
             self.rules = []
 
     def take(self, server, method, path, kinds):

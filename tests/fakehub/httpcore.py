@@ -154,7 +154,7 @@ class Handler(BaseHTTPRequestHandler):
             fault = None
             if self.server.kind != "control":
                 fault = st.faults.take(self.server.kind, method, self.decoded_path,
-                                       ("status", "stall", "slow"))
+                                       ("status", "stall", "slow", "hold"))
             if fault and not self._pre_fault(fault):
                 return
             self.route(method)
@@ -194,6 +194,12 @@ class Handler(BaseHTTPRequestHandler):
         self.fault_used = f.kind
         if f.kind == "slow":
             time.sleep(f.seconds)
+            return True
+        if f.kind == "hold":
+            deadline = time.time() + f.seconds
+            while not f.released.wait(0.2):
+                if time.time() > deadline or self.server.state.stopping.is_set():
+                    break
             return True
         if f.kind == "stall":
             self.response_status = 0

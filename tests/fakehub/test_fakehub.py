@@ -10,6 +10,7 @@ import re
 import shutil
 import socket
 import tempfile
+import threading
 import time
 import unittest
 from urllib.parse import quote, urlsplit
@@ -396,6 +397,23 @@ class FakeHubTest(unittest.TestCase):
         start = time.monotonic()
         self.assertEqual(self.c.get_json(f"/api/datasets/{REPO}/revision/main")[0], 200)
         self.assertGreaterEqual(time.monotonic() - start, 0.3)  # a lower bound: sleeps only add
+
+    def test_hold_fault_answers_once_cleared(self):
+        self.hub.fault(kind="hold", path="/revision/")
+        answered = []
+        t = threading.Thread(target=lambda: answered.append(
+            self.c.get_json(f"/api/datasets/{REPO}/revision/main")[0]))
+        t.start()
+        try:
+            self.assertTrue(fakehub_ctl.wait_for(
+                lambda: self.hub.state()["faults"][0]["fired"] == 1, timeout=30))
+            # Other requests go on; the held one has no answer while the rule stands.
+            self.assertEqual(self.c.get_json(f"/api/datasets/{REPO}")[0], 200)
+            self.assertEqual(answered, [])
+        finally:
+            self.hub.clear_faults()
+            t.join(timeout=30)
+        self.assertEqual(answered, [200])
 
     # ---- WAN mode --------------------------------------------------------------------------
 

@@ -4,8 +4,11 @@ calls, NodeGetCapabilities and NodeGetInfo, then NodePublishVolume for two "pods
 podman containers with different torch in their images, each installing its own build from its
 volume; publish twice, an incompatible publish, bad volume_context, unpublish of an unknown
 path, the plugin killed and started again between publish and unpublish, and the daemon's end
-with its last target. The gRPC client is Debian's python3-grpcio, with messages that protoc
-generates from tools/csi/csi.proto.
+with its last target. CsiTenants: one pod neither stalls nor steers another (a publish onto a
+running daemon answers while another volume's daemon waits on the Hub, a restart during that
+start leaves no daemon behind, the admin's options win, offline and the daemon cap). The gRPC
+client is Debian's python3-grpcio, with messages that protoc generates from
+tools/csi/csi.proto.
 """
 import os
 
@@ -14,6 +17,7 @@ import debian_python
 debian_python.need("grpc")
 import grpc  # noqa: E402  (Debian's python3-grpcio)
 
+import concurrent.futures
 import glob
 import importlib.util
 import json
@@ -28,6 +32,25 @@ from test_containers import FAKE_CUDART, ContainerImages
 
 PLUGIN = os.path.join(mounttest.BUILD_DIR, "tools", "csi", "wheelhouse-csi")
 TOKEN = "hf_csi_secret_0123456789"
+SLOW_REPO = "DoctorPopi/slow_wheelhouse"  # the same files; its Hub requests are held at will
+
+
+def daemon_processes(state_dir, repo=None):
+    """pid -> argv of the wheelhousefs processes (starters and daemons) whose mount point is
+    under `state_dir`, of `repo` when given."""
+    found = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = [a.decode(errors="replace") for a in f.read().split(b"\0")[:-1]]
+        except OSError:
+            continue
+        if (len(argv) >= 3 and os.path.basename(argv[0]) == "wheelhousefs"
+                and argv[-1].startswith(state_dir + os.sep) and repo in (None, argv[-2])):
+            found[int(pid)] = argv
+    return found
 
 
 def load_messages(out):
@@ -73,15 +96,16 @@ class Kubelet:
         self.channel.close()
 
 
-class Csi(ContainerImages, MountedTestCase):
+class PluginCase(MountedTestCase):
+    """A wheelhouse-csi of the class's own (socket, state, cache, kubelet folder), started
+    with `plugin_args` and driven through a Kubelet."""
+
     profile = "small"
+    plugin_args = ()
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.hub.stop()  # again, knowing the volumes' token
-        cls.hub = FakeHub({REPO: cls.tree}, os.path.join(cls.tmp, "hub-t"), tokens={TOKEN: [REPO]})
-        cls.make_images()
         cls.pb = load_messages(os.path.join(cls.tmp, "gen"))
         cls.socket = os.path.join(cls.tmp, "plugin", "csi.sock")
         cls.state = os.path.join(cls.tmp, "state")
@@ -93,20 +117,28 @@ class Csi(ContainerImages, MountedTestCase):
     @classmethod
     def tearDownClass(cls):
         cls.stop_plugin(signal.SIGTERM)
-        # Whatever a failed test left: targets first, then the daemons' mounts.
+        # Whatever a failed test left: targets first, then the daemons' mounts, then any
+        # daemon still starting.
         with open("/proc/self/mountinfo", encoding="utf-8") as f:
             mounts = [line.split()[4] for line in f]
         for path in sorted((p for p in mounts if p.startswith(cls.tmp)), key=len, reverse=True):
             subprocess.run(["umount", "-l", path], check=False)
+        for pid in daemon_processes(cls.state):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         super().tearDownClass()
 
     @classmethod
     def start_plugin(cls):
+        if os.path.exists(cls.socket):
+            os.unlink(cls.socket)  # the killed plugin's: wait for the new one's
         log = open(cls.plugin_log, "ab")
         cls.plugin = subprocess.Popen(
             [PLUGIN, "--csi-address", "unix://" + cls.socket, "--state-dir", cls.state,
              "--cache-dir", cls.cache, "--node-id", "node-1", "--allow-endpoint", cls.hub.hub,
-             "--daemon-option", f"cudart={FAKE_CUDART}"],
+             *cls.plugin_args],
             stdout=log, stderr=subprocess.STDOUT,
             env=dict(os.environ, FAKE_CUDA_DEVICES="8.9,8.6", HF_TOKEN="hf_the_plugins_own"))
         log.close()
@@ -147,6 +179,23 @@ class Csi(ContainerImages, MountedTestCase):
         with open(os.path.join(self.state, "state.json"), encoding="utf-8") as f:
             return json.load(f)["daemons"]
 
+    def assert_bytes_right(self, target):
+        some = sorted(p for p in self.manifest["files"] if p.endswith(".whl"))[:3]
+        for p in some:
+            self.assertEqual(sha256_file(os.path.join(target, p)),
+                             self.manifest["files"][p]["sha256"], p)
+
+
+class Csi(ContainerImages, PluginCase):
+    plugin_args = ("--daemon-option", f"cudart={FAKE_CUDART}")
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.hub.stop()  # again, knowing the volumes' token
+        cls.hub = FakeHub({REPO: cls.tree}, os.path.join(cls.tmp, "hub-t"), tokens={TOKEN: [REPO]})
+        cls.make_images()
+
     def pod_installs(self, image, target):
         r = images.podman("run", "--rm", "--pull=never", "--network", "none", "-e", "NVIDIA_VISIBLE_DEVICES=0",
                           "-v", f"{target}:/wheelhouse:ro", image, "sh", "-c",
@@ -156,12 +205,6 @@ class Csi(ContainerImages, MountedTestCase):
                           check=False)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         return r.stdout.split()[-1]
-
-    def assert_bytes_right(self, target):
-        some = sorted(p for p in self.manifest["files"] if p.endswith(".whl"))[:3]
-        for p in some:
-            self.assertEqual(sha256_file(os.path.join(target, p)),
-                             self.manifest["files"][p]["sha256"], p)
 
     def test_1_identity_capabilities_and_info(self):
         pb = self.pb
@@ -281,6 +324,171 @@ class Csi(ContainerImages, MountedTestCase):
         self.kubelet.unpublish("vol-n", t2)
         self.assertFalse(os.path.exists(token_file), "the token file outlived its daemon")
 
+
+class CsiTenants(PluginCase):
+    """No pod stalls or steers another. The node's admin sets current=mount and at most two
+    daemons; SLOW_REPO's Hub requests are held by the emulator (a "hold" fault) while a test
+    needs a start in flight, with no clock involved."""
+
+    plugin_args = ("--daemon-option", "current=mount", "--max-daemons", "2")
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.hub.stop()  # again, with the second dataset
+        cls.hub = FakeHub({REPO: cls.tree, SLOW_REPO: cls.tree}, os.path.join(cls.tmp, "hub-2"))
+
+    def setUp(self):
+        super().setUp()
+        # Run last to first: held requests answer, the publishes in flight end, and what a
+        # test published is unpublished even when it failed halfway.
+        self.addCleanup(self.unpublish_left)
+        self.pool = concurrent.futures.ThreadPoolExecutor(4)
+        self.addCleanup(self.pool.shutdown)
+        self.addCleanup(self.hub.clear_faults)
+
+    def hold_slow_repo(self):
+        """From now on until clear_faults, the Hub answers no request for SLOW_REPO."""
+        self.hub.fault(kind="hold", server="hub", path=SLOW_REPO.split("/")[1])
+
+    def held(self):
+        return sum(f["fired"] for f in self.hub.state()["faults"] if f["kind"] == "hold")
+
+    def unpublish_all(self):
+        for d in self.daemons().values():
+            for target, volume in d["targets"].items():
+                self.kubelet.unpublish(volume, target)
+        self.assertEqual(self.daemons(), {})
+
+    def unpublish_left(self):
+        if self.plugin is None:
+            self.start_plugin()
+        try:
+            daemons = self.daemons()
+        except FileNotFoundError:
+            return
+        for d in daemons.values():
+            for target, volume in d["targets"].items():
+                try:
+                    self.kubelet.unpublish(volume, target)
+                except grpc.RpcError:
+                    pass
+
+    def test_1_a_publish_onto_a_running_daemon_answers_while_another_daemon_starts(self):
+        ta, tb, ts, ts2 = (self.target(p) for p in ("t1-a", "t1-b", "t1-slow", "t1-slow2"))
+        self.kubelet.publish("vol-a", ta, self.context())
+        self.hold_slow_repo()
+        slow = self.pool.submit(self.kubelet.publish, "vol-s", ts, self.context(repo=SLOW_REPO))
+        self.assertTrue(wait_for(lambda: self.held() >= 1, timeout=60),
+                        "the slow volume's daemon never asked the Hub\n" + self.log())
+        fast = self.pool.submit(self.kubelet.publish, "vol-b", tb, self.context())
+        fast.result(timeout=120)
+        self.assertFalse(slow.done(), "the fast publish answered only after the slow one")
+        # The start is in flight: its daemon is recorded as starting.
+        starting = [d for d in self.daemons().values() if d.get("starting")]
+        self.assertEqual([d["repo"] for d in starting], [SLOW_REPO], self.daemons())
+        # Another pod of the slow volume waits for the same start (no second daemon); an
+        # unpublish answers meanwhile.
+        same = self.pool.submit(self.kubelet.publish, "vol-s2", ts2,
+                                self.context(repo=SLOW_REPO))
+        self.kubelet.unpublish("vol-a", ta)
+        self.assertFalse(mounttest.is_mounted(ta))
+        self.assertFalse(slow.done(), "the slow publish answered while the Hub held its start")
+
+        self.hub.clear_faults()
+        slow.result(timeout=180)
+        same.result(timeout=180)
+        daemons = self.daemons()
+        self.assertEqual(len(daemons), 2, daemons)
+        (s,) = [d for d in daemons.values() if d["repo"] == SLOW_REPO]
+        self.assertEqual(s["targets"], {ts: "vol-s", ts2: "vol-s2"})
+        self.assertNotIn("starting", s)
+        self.assert_bytes_right(ts)
+        self.assert_bytes_right(tb)
+        self.unpublish_all()
+
+    def test_2_a_plugin_killed_during_a_start_leaves_no_daemon_behind(self):
+        t = self.target("t2")
+        self.hold_slow_repo()
+        slow = self.pool.submit(self.kubelet.publish, "vol-r", t, self.context(repo=SLOW_REPO))
+        self.assertTrue(wait_for(lambda: self.held() >= 1, timeout=60), self.log())
+        self.assertTrue(daemon_processes(self.state, SLOW_REPO))  # the start runs
+        self.stop_plugin(signal.SIGKILL)
+        with self.assertRaises(grpc.RpcError):
+            slow.result(timeout=60)
+        self.start_plugin()  # it listens once it has adopted (or ended) what it found
+        left = daemon_processes(self.state, SLOW_REPO)
+        self.assertEqual(left, {}, "the start of the killed plugin goes on:\n" + self.log())
+        self.assertIn("was starting when the plugin stopped", self.log())
+        self.assertEqual(self.daemons(), {})
+        self.hub.clear_faults()
+        # kubelet asks again: a fresh start, which serves.
+        self.kubelet.publish("vol-r", t, self.context(repo=SLOW_REPO))
+        self.assert_bytes_right(t)
+        self.assertEqual(len(daemon_processes(self.state, SLOW_REPO)), 1)
+        self.unpublish_all()
+
+    def test_3_the_admins_options_win_and_offline_is_the_admins_alone(self):
+        t = self.target("t3")
+        cases = [
+            ("current=caller", "current is set by this node's admin (current=mount"),
+            ("nocurrent", "nocurrent is set by this node's admin (current=mount"),
+            ("offline", "\"offline\" is not an option a volume may set"),
+            ("arch=sm89,offline", "\"offline\" is not an option a volume may set"),
+            ("readahead=100G", "readahead=100G is out of bounds"),
+            ("refresh=10s", "refresh=10s is out of bounds"),
+        ]
+        for options, says in cases:
+            with self.assertRaises(grpc.RpcError) as e:
+                self.kubelet.publish("vol-o", t, self.context(options=options))
+            self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT, options)
+            self.assertIn(says, e.exception.details())
+        self.assertFalse(os.path.exists(t))
+        self.assertFalse(daemon_processes(self.state))
+        # A volume that leaves current alone gets the admin's.
+        self.kubelet.publish("vol-m", t, self.context(options="arch=sm89"))
+        (d,) = self.daemons().values()
+        with open(f"/proc/{d['pid']}/cmdline", "rb") as f:
+            argv = f.read().decode().split("\0")
+        opts = argv[argv.index("-o") + 1].split(",")
+        self.assertIn("current=mount", opts)
+        self.assertNotIn("current=caller", opts)
+        self.assertEqual(opts[-2:], ["arch=sm89", "current=mount"], "the admin's come last")
+        self.unpublish_all()
+
+    def test_4_the_daemons_of_a_node_are_capped(self):
+        t1, t1b, t2, t3 = (self.target(p) for p in ("t4-1", "t4-1b", "t4-2", "t4-3"))
+        self.kubelet.publish("vol-1", t1, self.context())
+        self.kubelet.publish("vol-2", t2, self.context(options="arch=sm89"))
+        with self.assertRaises(grpc.RpcError) as e:
+            self.kubelet.publish("vol-3", t3, self.context(repo=SLOW_REPO))
+        self.assertEqual(e.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+        self.assertIn("wheelhouse-csi --max-daemons 2", e.exception.details())
+        self.assertFalse(os.path.exists(t3))
+        self.assertEqual(len(daemon_processes(self.state)), 2)
+        self.kubelet.publish("vol-1b", t1b, self.context())  # shares a running daemon
+        self.kubelet.unpublish("vol-2", t2)
+        self.kubelet.publish("vol-3", t3, self.context(repo=SLOW_REPO))
+        self.assert_bytes_right(t3)
+        self.unpublish_all()
+
+    def test_5_a_start_that_times_out_leaves_no_daemon_behind(self):
+        self.stop_plugin(signal.SIGTERM)
+        self.addCleanup(self.stop_plugin, signal.SIGTERM)  # the next test gets the usual one
+        usual = type(self).plugin_args
+        type(self).plugin_args = usual + ("--start-timeout", "1")
+        try:
+            self.start_plugin()
+        finally:
+            type(self).plugin_args = usual
+        self.hold_slow_repo()  # this start cannot serve before the timeout, however long it is
+        with self.assertRaises(grpc.RpcError) as e:
+            self.kubelet.publish("vol-t", self.target("t5"), self.context(repo=SLOW_REPO))
+        self.assertEqual(e.exception.code(), grpc.StatusCode.INTERNAL)
+        self.assertIn("not serving after 1 s", e.exception.details())
+        self.assertEqual(daemon_processes(self.state, SLOW_REPO), {},
+                         "the daemon of the start that timed out goes on starting")
+        self.assertEqual(self.daemons(), {})
 
 if __name__ == "__main__":
     images.main("the CSI tests", PLUGIN)

@@ -1,5 +1,6 @@
 #include "tools/csi/linux_system.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <sys/mount.h>
@@ -8,9 +9,11 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -77,6 +80,74 @@ int status_pid(const std::string& mnt) {
   }
 }
 
+// A process that has not ended yet (a zombie has).
+bool running_process(int pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const auto paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] != 'Z';
+}
+
+// A /proc file's first 64 KiB.
+std::string read_small(const std::string& path) {
+  std::string text;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return text;
+  char buf[4096];
+  ssize_t n = 0;
+  while (text.size() < 65536 && (n = ::read(fd, buf, sizeof buf)) > 0) {
+    text.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return text;
+}
+
+// The processes of `program` whose command line ends with `mnt`: the starter and the daemon
+// of every start on that mount point (this plugin's argv always ends with it).
+std::vector<int> daemons_on(const std::string& program, const std::string& mnt) {
+  std::vector<int> out;
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return out;
+  while (const dirent* e = ::readdir(proc)) {
+    char* end = nullptr;
+    const long pid = std::strtol(e->d_name, &end, 10);
+    if (pid <= 0 || *end != '\0' || pid == ::getpid()) continue;
+    const std::string text = read_small(std::string("/proc/") + e->d_name + "/cmdline");
+    const auto args = split(text, '\0');  // the text ends with a NUL: the last part is empty
+    if (args.size() >= 3 && args.front() == program && args[args.size() - 2] == mnt) {
+      out.push_back(static_cast<int>(pid));
+    }
+  }
+  ::closedir(proc);
+  return out;
+}
+
+// Ends every process of a start on `mnt` but `keep` (SIGKILL: it serves no one yet, or no one
+// this plugin knows of) and waits up to 5 s for them to go, so that none mounts afterwards.
+void end_starts_on(const std::string& program, const std::string& mnt, int keep) {
+  auto pids = daemons_on(program, mnt);
+  std::erase(pids, keep);
+  for (const int pid : pids) {
+    spdlog::warn("ending pid {}, a wheelhousefs start on {} that no publish waits for", pid, mnt);
+    ::kill(pid, SIGKILL);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::any_of(pids.begin(), pids.end(), running_process) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+void unmount_all(const std::string& mnt) {
+  for (int i = 0; i < 4 && mounted_on(mnt); ++i) {
+    if (::umount2(mnt.c_str(), MNT_DETACH) != 0) {
+      spdlog::warn("umount {}: {}", mnt, errno_text());
+      break;
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> LinuxSystem::daemon_argv(const VolumeSpec& spec, const std::string& dir,
@@ -88,13 +159,18 @@ std::vector<std::string> LinuxSystem::daemon_argv(const VolumeSpec& spec, const 
                                    "log_file=" + dir + "/wheelhousefs.log",
                                    "fsname=wheelhouse-csi:" + spec.repo};
   if (token_file) opts.push_back("token_file=" + dir + "/token");
-  opts.insert(opts.end(), config_.options.begin(), config_.options.end());
+  // The admin's last: where a key repeats, the daemon takes the last value.
   opts.insert(opts.end(), spec.options.begin(), spec.options.end());
+  opts.insert(opts.end(), config_.options.begin(), config_.options.end());
   return {config_.program, "-o", join(opts, ","), spec.repo, mnt};
 }
 
 Expected<int, std::string> LinuxSystem::start_daemon(const VolumeSpec& spec, const std::string& dir,
                                                      const std::string& mnt) {
+  // What an earlier start left (one abandoned by a plugin that stopped, or timed out) would
+  // hold the mount point or mount over this one later.
+  end_starts_on(config_.program, mnt, 0);
+  unmount_all(mnt);
   if (auto ok = make_private_dir(dir); !ok) return unexpected(ok.error());
   std::error_code ec;
   std::filesystem::create_directories(mnt, ec);
@@ -154,6 +230,8 @@ Expected<int, std::string> LinuxSystem::start_daemon(const VolumeSpec& spec, con
     if (std::chrono::steady_clock::now() > deadline) {
       ::kill(child, SIGKILL);
       ::waitpid(child, &status, 0);
+      end_starts_on(config_.program, mnt, 0);  // its daemon, still starting
+      unmount_all(mnt);
       return unexpected("not serving after " + std::to_string(config_.start_timeout_s) +
                         " s: " + last_line(out_path));
     }
@@ -175,12 +253,8 @@ bool LinuxSystem::daemon_serves(const std::string& mnt, int pid) {
 }
 
 void LinuxSystem::stop_daemon(const std::string& dir, const std::string& mnt, int pid) {
-  for (int i = 0; i < 4 && mounted_on(mnt); ++i) {
-    if (::umount2(mnt.c_str(), MNT_DETACH) != 0) {
-      spdlog::warn("umount {}: {}", mnt, errno_text());
-      break;
-    }
-  }
+  end_starts_on(config_.program, mnt, pid);
+  unmount_all(mnt);
   // An unmounted daemon ends by itself; one that does not within 10 s is told to.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (alive(pid) && std::chrono::steady_clock::now() < deadline) {

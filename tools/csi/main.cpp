@@ -30,6 +30,16 @@ using whfs::csi::Code;
 
 constexpr const char* kPluginName = "wheelhouse-fs.csi";
 
+// Code's numbers are gRPC's.
+static_assert(static_cast<int>(Code::kInvalidArgument) == grpc::StatusCode::INVALID_ARGUMENT);
+static_assert(static_cast<int>(Code::kNotFound) == grpc::StatusCode::NOT_FOUND);
+static_assert(static_cast<int>(Code::kAlreadyExists) == grpc::StatusCode::ALREADY_EXISTS);
+static_assert(static_cast<int>(Code::kResourceExhausted) == grpc::StatusCode::RESOURCE_EXHAUSTED);
+static_assert(static_cast<int>(Code::kFailedPrecondition) == grpc::StatusCode::FAILED_PRECONDITION);
+static_assert(static_cast<int>(Code::kAborted) == grpc::StatusCode::ABORTED);
+static_assert(static_cast<int>(Code::kInternal) == grpc::StatusCode::INTERNAL);
+static_assert(static_cast<int>(Code::kUnavailable) == grpc::StatusCode::UNAVAILABLE);
+
 grpc::Status to_grpc(const whfs::csi::Status& s) {
   if (s.ok()) return grpc::Status::OK;
   return {static_cast<grpc::StatusCode>(s.code), s.message};
@@ -100,7 +110,8 @@ class NodeService final : public csi::v1::Node::Service {
   grpc::Status NodeGetInfo(grpc::ServerContext* /*ctx*/, const csi::v1::NodeGetInfoRequest* /*req*/,
                            csi::v1::NodeGetInfoResponse* resp) override {
     resp->set_node_id(node_id_);
-    resp->set_max_volumes_per_node(0);  // no limit
+    // No limit: volumes of one key share a daemon, and --max-daemons counts daemons.
+    resp->set_max_volumes_per_node(0);
     return grpc::Status::OK;
   }
 
@@ -137,9 +148,14 @@ int run(int argc, char** argv) {
       "revision, options, token) on this node, all on one cache, bind-mounted read-only onto "
       "each pod's target path. volume_context keys: repo (required), revision (default main), "
       "endpoint (one of --allow-endpoint; default the first), options (comma-separated: arch, "
-      "torch, cuda, python_tag, current, nocurrent, offline, refresh, streaming, readahead, "
-      "connections, read_timeout, stall_timeout, caller_timeout). The token comes from the "
-      "volume's secret (nodePublishSecretRef), key token or HF_TOKEN; it is never logged."};
+      "torch, cuda, python_tag, current, nocurrent, refresh, streaming, readahead, connections, "
+      "read_timeout, stall_timeout, caller_timeout; bounded on a volume: " +
+      whfs::csi::volume_option_bounds() +
+      "). An option given with --daemon-option is the node's: a volume that sets it too (current "
+      "and nocurrent count as one) is refused, as is offline. The token comes from the volume's "
+      "secret (nodePublishSecretRef), key token or HF_TOKEN; it is never logged. A daemon "
+      "starts outside the plugin's lock: a slow start delays only the publishes of its own "
+      "volume key."};
   app.set_version_flag("-V,--version", std::string("wheelhouse-csi ") + whfs::kVersion);
   std::string address = "unix:///csi/csi.sock";
   std::string node_id = default_node_id();
@@ -149,6 +165,7 @@ int run(int argc, char** argv) {
   daemon.cache_dir = "/var/cache/wheelhouse-fs";
   std::vector<std::string> endpoints = {"https://huggingface.co"};
   std::string log_level = "info";
+  std::size_t max_daemons = whfs::csi::kDefaultMaxDaemons;
   app.add_option("--csi-address", address, "the socket to serve on, unix://PATH or PATH")
       ->capture_default_str();
   app.add_option("--node-id", node_id,
@@ -164,7 +181,8 @@ int run(int argc, char** argv) {
                  "/usr/bin/wheelhousefs)");
   app.add_option("--daemon-option", daemon.options,
                  "a -o option for every daemon (the node's: cache_size=40G, cudart=PATH, "
-                 "metrics_textfile=PATH, ...); repeatable")
+                 "metrics_textfile=PATH, offline, current=mount, ...); repeatable. It is the "
+                 "node's alone: a volume that sets the same option is refused")
       ->delimiter(',');
   app.add_option("--allow-endpoint", endpoints,
                  "a Hub URL volumes may name; repeatable (default https://huggingface.co)")
@@ -173,6 +191,11 @@ int run(int argc, char** argv) {
                  "seconds a daemon may take to serve before a publish fails")
       ->capture_default_str()
       ->check(CLI::Range(1, 3600));
+  app.add_option("--max-daemons", max_daemons,
+                 "daemons this node runs at most; a publish that needs one more is "
+                 "RESOURCE_EXHAUSTED (volumes of one key share a daemon)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->capture_default_str();
@@ -188,6 +211,7 @@ int run(int argc, char** argv) {
   spdlog::set_level(spdlog::level::from_str(log_level));
 
   whfs::csi::ParseLimits limits;
+  limits.node_options = daemon.options;
   for (const auto& e : endpoints) {
     auto n = whfs::csi::normalise_endpoint(e);
     if (n.empty()) {
@@ -218,7 +242,7 @@ int run(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
   whfs::csi::LinuxSystem system(daemon);
-  whfs::csi::Node node(system, state_dir, limits);
+  whfs::csi::Node node(system, state_dir, limits, max_daemons);
   for (const auto& line : node.adoption_report()) spdlog::info("{}", line);
 
   std::filesystem::create_directories(std::filesystem::path(socket_path).parent_path(), ec);
@@ -236,8 +260,10 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "wheelhouse-csi: cannot listen on %s\n", socket_path.c_str());
     return 1;
   }
-  spdlog::info("wheelhouse-csi {} serves {} on {} (node {}, daemon {}, cache {})", whfs::kVersion,
-               kPluginName, socket_path, node_id, daemon.program, daemon.cache_dir);
+  spdlog::info(
+      "wheelhouse-csi {} serves {} on {} (node {}, daemon {}, cache {}, at most {} daemons)",
+      whfs::kVersion, kPluginName, socket_path, node_id, daemon.program, daemon.cache_dir,
+      max_daemons);
   std::thread waiter([&] {
     int sig = 0;
     sigwait(&stop, &sig);

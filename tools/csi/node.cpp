@@ -33,8 +33,11 @@ bool valid_target_path(std::string_view path) {
   return true;
 }
 
-Node::Node(System& system, std::string state_dir, ParseLimits limits)
-    : system_(system), state_dir_(std::move(state_dir)), limits_(std::move(limits)) {
+Node::Node(System& system, std::string state_dir, ParseLimits limits, std::size_t max_daemons)
+    : system_(system),
+      state_dir_(std::move(state_dir)),
+      limits_(std::move(limits)),
+      max_daemons_(max_daemons) {
   load();
 }
 
@@ -61,16 +64,36 @@ void Node::load() {
       daemon.mnt = d.at("mnt").get<std::string>();
       daemon.pid = d.at("pid").get<int>();
       daemon.targets = d.at("targets").get<std::map<std::string, std::string>>();
+      daemon.starting = d.value("starting", false);
+      daemon.start_target = d.value("start_target", std::string());
       daemons_.emplace(key, std::move(daemon));
     } catch (const std::exception& e) {
       adoption_.push_back("state: daemon " + key + " is unreadable (" + e.what() + "): dropped");
     }
   }
   // Adopt: a daemon that still serves is kept as it is; one that died is started again and its
-  // targets bound again to the new mount (the dead bind mounts are detached first).
+  // targets bound again to the new mount (the dead bind mounts are detached first). A start
+  // that was running when the plugin stopped is ended (its publish never answered OK, and
+  // kubelet asks again): what it left, a daemon still starting or one that serves, is stopped,
+  // and its daemon started again only for targets published before.
   for (auto it = daemons_.begin(); it != daemons_.end();) {
     Daemon& d = it->second;
-    if (system_.daemon_serves(d.mnt, d.pid)) {
+    if (d.starting) {
+      d.starting = false;
+      if (!d.start_target.empty() && system_.mounted(d.start_target)) {
+        (void)system_.unbind(d.start_target);
+      }
+      d.start_target.clear();
+      d.pid = 0;
+      adoption_.push_back("daemon " + it->first + " (" + d.spec.describe() +
+                          ") was starting when the plugin stopped: that start is ended");
+      if (d.targets.empty()) {
+        system_.stop_daemon(d.dir, d.mnt, 0);
+        it = daemons_.erase(it);
+        continue;
+      }
+    }
+    if (d.pid > 0 && system_.daemon_serves(d.mnt, d.pid)) {
       for (auto t = d.targets.begin(); t != d.targets.end();) {
         if (system_.bound(d.mnt, t->first)) {
           ++t;
@@ -92,18 +115,7 @@ void Node::load() {
         continue;
       }
       d.pid = *pid;
-      for (auto t = d.targets.begin(); t != d.targets.end();) {
-        if (system_.mounted(t->first)) (void)system_.unbind(t->first);
-        auto made = system_.make_target(t->first);
-        auto bound = made ? system_.bind_read_only(d.mnt, t->first) : made;
-        if (bound) {
-          ++t;
-        } else {
-          adoption_.push_back("target " + t->first + " could not be bound again (" + bound.error() +
-                              ")");
-          t = d.targets.erase(t);
-        }
-      }
+      rebind_targets(it->first, d, &adoption_);
       adoption_.push_back("daemon " + it->first + " had died: started again (pid " +
                           std::to_string(d.pid) + ") for " + std::to_string(d.targets.size()) +
                           " target(s)");
@@ -118,6 +130,29 @@ void Node::load() {
   save();
 }
 
+// Binds the daemon's recorded targets that are not bound to its mount (after it started
+// again); one that cannot be bound is forgotten, and said in the log and in `report`.
+void Node::rebind_targets(const std::string& key, Daemon& d, std::vector<std::string>* report) {
+  for (auto t = d.targets.begin(); t != d.targets.end();) {
+    if (system_.bound(d.mnt, t->first)) {
+      ++t;
+      continue;
+    }
+    if (system_.mounted(t->first)) (void)system_.unbind(t->first);
+    auto made = system_.make_target(t->first);
+    auto bound = made ? system_.bind_read_only(d.mnt, t->first) : made;
+    if (bound) {
+      ++t;
+    } else {
+      const std::string line = "target " + t->first + " of daemon " + key +
+                               " could not be bound again (" + bound.error() + ")";
+      spdlog::warn("{}", line);
+      if (report != nullptr) report->push_back(line);
+      t = d.targets.erase(t);
+    }
+  }
+}
+
 void Node::save() const {
   nlohmann::json j;
   j["daemons"] = nlohmann::json::object();
@@ -130,6 +165,10 @@ void Node::save() const {
                          {"mnt", d.mnt},
                          {"pid", d.pid},
                          {"targets", d.targets}};
+    if (d.starting) {
+      j["daemons"][key]["starting"] = true;
+      j["daemons"][key]["start_target"] = d.start_target;
+    }
   }
   const std::string path = state_dir_ + "/state.json";
   const std::string tmp = path + ".tmp";
@@ -159,35 +198,16 @@ void Node::save() const {
   }
 }
 
-Expected<Node::Daemon*, std::string> Node::running(const VolumeSpec& spec) {
-  const std::string key = spec.key();
-  auto it = daemons_.find(key);
-  if (it != daemons_.end()) {
-    if (system_.daemon_serves(it->second.mnt, it->second.pid)) return &it->second;
-    spdlog::warn("daemon {} (pid {}) no longer serves: starting it again", key, it->second.pid);
-  } else {
-    Daemon d;
-    d.spec = spec;
-    d.dir = state_dir_ + "/daemons/" + key;
-    d.mnt = d.dir + "/mnt";
-    it = daemons_.emplace(key, std::move(d)).first;
-  }
-  it->second.spec.token = spec.token;  // a restart after adoption learns it again
-  auto pid = system_.start_daemon(spec, it->second.dir, it->second.mnt);
-  if (!pid) {
-    if (it->second.targets.empty()) daemons_.erase(it);
-    return unexpected(pid.error());
-  }
-  it->second.pid = *pid;
-  spdlog::info("daemon {} serves {} on {} (pid {})", key, spec.describe(), it->second.mnt, *pid);
-  return &it->second;
-}
-
-std::map<std::string, Node::Daemon>::iterator Node::owner_of(const std::string& target) {
+Node::Daemons::iterator Node::owner_of(const std::string& target) {
   for (auto it = daemons_.begin(); it != daemons_.end(); ++it) {
     if (it->second.targets.contains(target)) return it;
   }
   return daemons_.end();
+}
+
+Status Node::wait_for(Lock& lock, std::shared_ptr<Op> op) {
+  op_done_.wait(lock, [&] { return op->done; });
+  return op->result;
 }
 
 Status Node::publish(const PublishRequest& r) {
@@ -207,59 +227,158 @@ Status Node::publish(const PublishRequest& r) {
   }
   auto spec = parse_volume(r.volume_context, r.secrets, limits_);
   if (!spec) return error(Code::kInvalidArgument, spec.error());
-  const std::string key = spec->key();
 
-  std::lock_guard lock(mu_);
-  if (auto owner = owner_of(r.target_path); owner != daemons_.end()) {
-    const std::string& published_as = owner->second.targets.at(r.target_path);
-    if (published_as != r.volume_id || owner->first != key) {
-      return error(Code::kAlreadyExists, "target_path " + r.target_path +
-                                             " is published already as volume " + published_as +
-                                             " (" + owner->second.spec.describe() + ")");
-    }
-    if (system_.daemon_serves(owner->second.mnt, owner->second.pid) &&
-        system_.bound(owner->second.mnt, r.target_path)) {
-      return {};  // the same publish again: nothing to do
-    }
-    // Recorded, but its mount or its daemon is gone: publish it again below.
-    if (system_.mounted(r.target_path)) (void)system_.unbind(r.target_path);
-    owner->second.targets.erase(r.target_path);
-  } else if (system_.mounted(r.target_path)) {
-    return error(Code::kAlreadyExists,
-                 "target_path " + r.target_path + " has a mount this plugin did not make");
+  Lock lock(mu_);
+  if (auto busy = publishing_.find(r.target_path); busy != publishing_.end()) {
+    return error(Code::kAborted, "target_path " + r.target_path + " is being published (volume " +
+                                     busy->second + "); try again when that publish has answered");
   }
-  auto daemon = running(*spec);
-  if (!daemon) {
-    save();
-    return error(Code::kInternal, "the wheelhouse daemon for " + spec->describe() +
-                                      " did not start: " + daemon.error());
+  publishing_.emplace(r.target_path, r.volume_id);
+  Status s = publish_locked(lock, r, *spec);
+  publishing_.erase(r.target_path);
+  return s;
+}
+
+Status Node::publish_locked(Lock& lock, const PublishRequest& r, const VolumeSpec& spec) {
+  const std::string key = spec.key();
+  // Every wait below lets other requests change what is recorded: look again after each.
+  for (;;) {
+    if (auto owner = owner_of(r.target_path); owner != daemons_.end()) {
+      Daemon& o = owner->second;
+      const std::string& published_as = o.targets.at(r.target_path);
+      if (published_as != r.volume_id || owner->first != key) {
+        return error(Code::kAlreadyExists, "target_path " + r.target_path +
+                                               " is published already as volume " + published_as +
+                                               " (" + o.spec.describe() + ")");
+      }
+      if (o.op) {  // its daemon is starting again
+        if (auto s = wait_for(lock, o.op); !s.ok()) return s;
+        continue;
+      }
+      if (system_.daemon_serves(o.mnt, o.pid) && system_.bound(o.mnt, r.target_path)) {
+        return {};  // the same publish again: nothing to do
+      }
+      // Recorded, but its mount or its daemon is gone: publish it again below.
+      if (system_.mounted(r.target_path)) (void)system_.unbind(r.target_path);
+      o.targets.erase(r.target_path);
+    } else if (system_.mounted(r.target_path)) {
+      return error(Code::kAlreadyExists,
+                   "target_path " + r.target_path + " has a mount this plugin did not make");
+    }
+    auto it = daemons_.find(key);
+    if (it != daemons_.end() && it->second.op) {  // one start or stop of a key at a time
+      if (auto s = wait_for(lock, it->second.op); !s.ok()) return s;
+      continue;
+    }
+    if (it != daemons_.end() && system_.daemon_serves(it->second.mnt, it->second.pid)) {
+      Status s = bind(it->second, r);
+      if (!s.ok() && it->second.targets.empty()) stop(lock, it);
+      return s;
+    }
+    if (it == daemons_.end() && daemons_.size() >= max_daemons_) {
+      return error(Code::kResourceExhausted,
+                   "this node runs " + std::to_string(daemons_.size()) +
+                       " wheelhouse daemons already, its most (wheelhouse-csi --max-daemons " +
+                       std::to_string(max_daemons_) + "); " + spec.describe() +
+                       " needs one more (volumes with the same endpoint, repo, revision, options "
+                       "and token share one)");
+    }
+    return start_and_bind(lock, r, spec);
   }
-  Daemon& d = **daemon;
+}
+
+Status Node::bind(Daemon& d, const PublishRequest& r) {
   auto made = system_.make_target(r.target_path);
   auto bound = made ? system_.bind_read_only(d.mnt, r.target_path) : made;
-  if (!bound) {
-    if (d.targets.empty()) {
-      system_.stop_daemon(d.dir, d.mnt, d.pid);
-      daemons_.erase(key);
-    }
-    save();
-    return error(Code::kInternal, "target_path " + r.target_path + ": " + bound.error());
-  }
+  if (!bound) return error(Code::kInternal, "target_path " + r.target_path + ": " + bound.error());
   d.targets[r.target_path] = r.volume_id;
   save();
   spdlog::info("published volume {} ({}) on {}", r.volume_id, d.spec.describe(), r.target_path);
   return {};
 }
 
-void Node::forget_target(const std::string& key, const std::string& target) {
-  auto it = daemons_.find(key);
-  if (it == daemons_.end()) return;
-  it->second.targets.erase(target);
-  if (it->second.targets.empty()) {
-    spdlog::info("daemon {} ({}) has no target left: stopping it", key, it->second.spec.describe());
-    system_.stop_daemon(it->second.dir, it->second.mnt, it->second.pid);
-    daemons_.erase(it);
+// Starts the key's daemon (a new one, or again after it died) with mu_ released, then binds
+// the target. The entry stays in daemons_ while it starts, marked with its Op, so that it
+// counts against max_daemons_, publishes of its key wait, and state.json lists it.
+Status Node::start_and_bind(Lock& lock, const PublishRequest& r, const VolumeSpec& spec) {
+  const std::string key = spec.key();
+  auto [it, fresh] = daemons_.try_emplace(key);
+  Daemon& d = it->second;
+  if (fresh) {
+    d.spec = spec;
+    d.dir = state_dir_ + "/daemons/" + key;
+    d.mnt = d.dir + "/mnt";
+  } else {
+    spdlog::warn("daemon {} (pid {}) no longer serves: starting it again", key, d.pid);
   }
+  d.spec.token = spec.token;  // a restart after adoption learns it again
+  d.pid = 0;
+  const auto op = std::make_shared<Op>();
+  d.op = op;
+  d.starting = true;
+  d.start_target = r.target_path;
+  save();
+  const VolumeSpec what = d.spec;
+  const std::string dir = d.dir;
+  const std::string mnt = d.mnt;
+
+  lock.unlock();
+  auto pid = system_.start_daemon(what, dir, mnt);
+  lock.lock();
+
+  // Still there: an entry with an Op is removed only by the one who runs the Op.
+  it = daemons_.find(key);
+  Daemon& started = it->second;
+  started.op.reset();
+  started.starting = false;
+  started.start_target.clear();
+  Status result;
+  if (!pid) {
+    op->result = error(Code::kInternal, "the wheelhouse daemon for " + what.describe() +
+                                            " did not start: " + pid.error());
+    result = op->result;
+    // Targets published before (the daemon died) stay recorded: a publish or a restart of the
+    // plugin tries again.
+    if (started.targets.empty()) daemons_.erase(it);
+    save();
+  } else {
+    started.pid = *pid;
+    spdlog::info("daemon {} serves {} on {} (pid {})", key, what.describe(), mnt, *pid);
+    rebind_targets(key, started, nullptr);
+    result = bind(started, r);
+    if (!result.ok() && started.targets.empty()) {
+      op->done = true;
+      op_done_.notify_all();
+      stop(lock, it);  // publishes that waited for this start now wait for the stop
+      return result;
+    }
+    save();
+  }
+  op->done = true;
+  op_done_.notify_all();
+  return result;
+}
+
+// Stops the daemon of `it` (no target left) with mu_ released, then forgets it.
+void Node::stop(Lock& lock, Daemons::iterator it) {
+  const std::string key = it->first;
+  Daemon& d = it->second;
+  spdlog::info("daemon {} ({}) has no target left: stopping it", key, d.spec.describe());
+  const auto op = std::make_shared<Op>();
+  d.op = op;
+  const std::string dir = d.dir;
+  const std::string mnt = d.mnt;
+  const int pid = d.pid;
+  save();
+
+  lock.unlock();
+  system_.stop_daemon(dir, mnt, pid);
+  lock.lock();
+
+  daemons_.erase(key);  // no target can have joined: publishes of the key waited for the Op
+  save();
+  op->done = true;
+  op_done_.notify_all();
 }
 
 Status Node::unpublish(const std::string& volume_id, const std::string& target_path) {
@@ -270,7 +389,12 @@ Status Node::unpublish(const std::string& volume_id, const std::string& target_p
                  "parts (got \"" +
                      target_path.substr(0, 200) + "\")");
   }
-  std::lock_guard lock(mu_);
+  Lock lock(mu_);
+  if (auto busy = publishing_.find(target_path); busy != publishing_.end()) {
+    // Answering OK now would leave the mount that publish is about to make.
+    return error(Code::kAborted, "target_path " + target_path + " is being published (volume " +
+                                     busy->second + "); try again when that publish has answered");
+  }
   auto owner = owner_of(target_path);
   if (owner == daemons_.end()) {
     // Not published here (or unpublished already): idempotent, nothing is touched.
@@ -287,9 +411,14 @@ Status Node::unpublish(const std::string& volume_id, const std::string& target_p
   } else {
     (void)system_.unbind(target_path);  // the folder only
   }
-  forget_target(owner->first, target_path);
-  save();
+  owner->second.targets.erase(target_path);
   spdlog::info("unpublished volume {} from {}", volume_id, target_path);
+  // A daemon that is starting again has a publish of its own that binds a target or stops it.
+  if (owner->second.targets.empty() && !owner->second.op) {
+    stop(lock, owner);
+  } else {
+    save();
+  }
   return {};
 }
 
@@ -297,7 +426,7 @@ std::vector<Node::DaemonView> Node::daemons() const {
   std::lock_guard lock(mu_);
   std::vector<DaemonView> out;
   for (const auto& [key, d] : daemons_) {
-    out.push_back({key, d.spec.describe(), d.mnt, d.pid, d.targets});
+    out.push_back({key, d.spec.describe(), d.mnt, d.pid, d.targets, d.starting});
   }
   return out;
 }

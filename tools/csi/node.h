@@ -6,8 +6,17 @@
 // and targets it left (a daemon that died meanwhile is started again and its targets bound
 // again). Every call is idempotent, as CSI requires: a publish of a target already published
 // with the same volume is OK, an unpublish of a target this plugin does not know is OK.
+//
+// One pod must not stall another: a daemon starts (and stops) outside the plugin's lock, one
+// start or stop at a time per volume key. A publish of that key waits for it; every other
+// publish and unpublish goes on at once. A second publish or an unpublish of a target whose
+// publish is still running is ABORTED (kubelet tries again). At most `max_daemons` daemons run
+// (RESOURCE_EXHAUSTED beyond).
 
+#include <condition_variable>
+#include <cstddef>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -23,7 +32,9 @@ enum class Code {
   kInvalidArgument = 3,
   kNotFound = 5,
   kAlreadyExists = 6,
+  kResourceExhausted = 8,
   kFailedPrecondition = 9,
+  kAborted = 10,
   kInternal = 13,
   kUnavailable = 14
 };
@@ -39,12 +50,15 @@ class System {
  public:
   virtual ~System() = default;
   // Starts a daemon for `spec` with its files in `dir` (created 0700) and its mount on `mnt`;
-  // returns its pid once it serves, or its one-line reason.
+  // returns its pid once it serves, or its one-line reason. Whatever a start before it left on
+  // `mnt` (a daemon of an abandoned start, a mount) is ended first. Called outside the Node's
+  // lock: it may take as long as the daemon takes to serve.
   virtual Expected<int, std::string> start_daemon(const VolumeSpec& spec, const std::string& dir,
                                                   const std::string& mnt) = 0;
   // True while the daemon `pid` serves on `mnt`.
   virtual bool daemon_serves(const std::string& mnt, int pid) = 0;
-  // Unmounts `mnt` and waits for the daemon to end.
+  // Unmounts `mnt` and waits for the daemon to end; also ends a daemon still starting on `mnt`
+  // (`pid` 0: the pid is not known).
   virtual void stop_daemon(const std::string& dir, const std::string& mnt, int pid) = 0;
   // Creates `target` (its parent must exist) unless it is a folder already.
   virtual Expected<void, std::string> make_target(const std::string& target) = 0;
@@ -67,10 +81,15 @@ struct PublishRequest {
   std::map<std::string, std::string> secrets;
 };
 
+// Daemons a node runs at most unless told otherwise (wheelhouse-csi --max-daemons).
+inline constexpr std::size_t kDefaultMaxDaemons = 32;
+
 class Node {
  public:
-  // Loads `state_dir`/state.json when there is one and adopts what it lists.
-  Node(System& system, std::string state_dir, ParseLimits limits);
+  // Loads `state_dir`/state.json when there is one and adopts what it lists (all of it, even
+  // beyond `max_daemons`: they run already).
+  Node(System& system, std::string state_dir, ParseLimits limits,
+       std::size_t max_daemons = kDefaultMaxDaemons);
 
   Status publish(const PublishRequest& request);
   Status unpublish(const std::string& volume_id, const std::string& target_path);
@@ -79,33 +98,53 @@ class Node {
     std::string key;
     std::string what;  // VolumeSpec::describe()
     std::string mnt;
-    int pid = 0;
+    int pid = 0;                                 // 0 while it starts
     std::map<std::string, std::string> targets;  // target path -> volume_id
+    bool starting = false;
   };
   std::vector<DaemonView> daemons() const;
   // What the constructor found: one line per daemon adopted, restarted or dropped.
   const std::vector<std::string>& adoption_report() const { return adoption_; }
 
  private:
+  // A start or a stop of one daemon, run outside mu_; publishes of its key wait for its end.
+  struct Op {
+    bool done = false;
+    Status result;  // a start's; a stop's is always OK
+  };
   struct Daemon {
     VolumeSpec spec;  // the token only in memory and in dir/token, never in state.json
     std::string dir;
     std::string mnt;
     int pid = 0;
     std::map<std::string, std::string> targets;
+    std::shared_ptr<Op> op;    // while a start or a stop runs
+    bool starting = false;     // op is a start: state.json says so, for a restart to end it
+    std::string start_target;  // the target of the publish that started it
   };
+  using Daemons = std::map<std::string, Daemon>;
+  using Lock = std::unique_lock<std::mutex>;
 
   void load();
   void save() const;
-  Expected<Daemon*, std::string> running(const VolumeSpec& spec);
-  void forget_target(const std::string& key, const std::string& target);
-  std::map<std::string, Daemon>::iterator owner_of(const std::string& target);
+  Status publish_locked(Lock& lock, const PublishRequest& r, const VolumeSpec& spec);
+  Status start_and_bind(Lock& lock, const PublishRequest& r, const VolumeSpec& spec);
+  Status bind(Daemon& d, const PublishRequest& r);
+  void rebind_targets(const std::string& key, Daemon& d, std::vector<std::string>* report);
+  Status wait_for(Lock& lock, std::shared_ptr<Op> op);  // a copy: the Daemon drops its own
+  void stop(Lock& lock, Daemons::iterator it);
+  Daemons::iterator owner_of(const std::string& target);
 
   System& system_;
   std::string state_dir_;
   ParseLimits limits_;
-  mutable std::mutex mu_;  // one request at a time: publish and unpublish are short
-  std::map<std::string, Daemon> daemons_;
+  std::size_t max_daemons_;
+  // Guards what follows. Held for checks, bind mounts and the state file, never while a daemon
+  // starts or stops.
+  mutable std::mutex mu_;
+  std::condition_variable op_done_;
+  Daemons daemons_;
+  std::map<std::string, std::string> publishing_;  // targets of publishes in progress -> volume
   std::vector<std::string> adoption_;
 };
 

@@ -2,9 +2,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
+#include <optional>
+#include <string_view>
 
 #include "fs/common/hash.h"
 #include "fs/common/text.h"
+#include "fs/common/units.h"
 #include "fs/hub/hub_client.h"
 
 namespace whfs::csi {
@@ -42,13 +46,66 @@ bool valid_revision(std::string_view r) {
   });
 }
 
-Expected<std::vector<std::string>, std::string> parse_options(std::string_view text) {
+// A numeric option's bounds for a volume: wide enough for any real use, narrow enough that one
+// pod cannot make its daemon hold gigabytes in flight, hammer the Hub or hang its readers.
+enum class Unit { kBytes, kSeconds, kCount };
+struct Bounds {
+  const char* key;
+  Unit unit;
+  std::uint64_t least;
+  std::uint64_t most;
+  bool zero_too;  // 0 means "off"
+  const char* text;
+};
+constexpr Bounds kBounds[] = {
+    {"readahead", Unit::kBytes, 1ULL << 20, 256ULL << 20, false, "from 1M to 256M"},
+    {"connections", Unit::kCount, 1, 32, false, "from 1 to 32"},
+    {"refresh", Unit::kSeconds, 60, 86400, true, "0 (off) or from 1m to 1d"},
+    {"read_timeout", Unit::kSeconds, 1, 600, false, "from 1s to 10m"},
+    {"stall_timeout", Unit::kSeconds, 1, 120, false, "from 1s to 2m"},
+    {"caller_timeout", Unit::kSeconds, 1, 30, false, "from 1s to 30s"},
+};
+
+std::optional<std::uint64_t> number_of(Unit unit, std::string_view v) {
+  if (unit == Unit::kBytes) return parse_size(v);
+  if (unit == Unit::kSeconds) {
+    auto d = parse_duration(v);
+    if (!d || d->count() < 0) return std::nullopt;
+    return static_cast<std::uint64_t>(d->count());
+  }
+  if (v.empty() || v.size() > 9 ||
+      !std::all_of(v.begin(), v.end(), [](unsigned char c) { return std::isdigit(c) != 0; })) {
+    return std::nullopt;
+  }
+  return std::stoull(std::string(v));
+}
+
+// The setting a key decides: current= and nocurrent both decide what current/ is.
+std::string_view setting_of(std::string_view key) { return key == "nocurrent" ? "current" : key; }
+
+// The admin's option that decides the same setting as `key`, or "".
+std::string node_option_for(std::string_view key, const std::vector<std::string>& node_options) {
+  for (const auto& item : node_options) {
+    const std::string_view k = trim(std::string_view(item).substr(0, item.find('=')));
+    if (setting_of(k) == setting_of(key)) return item;
+  }
+  return {};
+}
+
+Expected<std::vector<std::string>, std::string> parse_options(
+    std::string_view text, const std::vector<std::string>& node_options) {
   std::vector<std::string> out;
   for (const auto item : split_nonempty(text, ',')) {
     const auto opt = trim(item);
     if (opt.empty()) continue;
     const auto eq = opt.find('=');
     const auto key = opt.substr(0, eq);
+    if (key == "offline") {
+      return unexpected(std::string(
+          "volume_context options: \"offline\" is not an option a volume may set: it serves "
+          "whatever the node's shared cache recorded, unchecked (the node's: wheelhouse-csi "
+          "--daemon-option offline)"));
+    }
     const bool known = std::any_of(std::begin(kVolumeOptions), std::end(kVolumeOptions),
                                    [&](const char* k) { return key == k; });
     if (!known) {
@@ -61,10 +118,25 @@ Expected<std::vector<std::string>, std::string> parse_options(std::string_view t
                         }() +
                         "; the others are the node's: wheelhouse-csi --daemon-option)");
     }
+    if (const auto admin = node_option_for(key, node_options); !admin.empty()) {
+      return unexpected("volume_context options: " + std::string(key) +
+                        " is set by this node's admin (" + admin +
+                        ", wheelhouse-csi --daemon-option): a volume may not set it");
+    }
     if (eq != std::string_view::npos && !plain_value(opt.substr(eq + 1))) {
       return unexpected("volume_context options: the value of " + std::string(key) + " " +
                         shown_value(opt.substr(eq + 1)) +
                         " must be 1-64 letters, digits, '.', '_', '+' or '-'");
+    }
+    for (const auto& b : kBounds) {
+      if (key != b.key) continue;
+      const auto value = eq == std::string_view::npos ? std::string_view() : opt.substr(eq + 1);
+      const auto n = number_of(b.unit, value);
+      const bool in_bounds = n && ((*n == 0 && b.zero_too) || (*n >= b.least && *n <= b.most));
+      if (!in_bounds) {
+        return unexpected("volume_context options: " + std::string(key) + "=" + std::string(value) +
+                          " is out of bounds: " + b.key + " must be " + b.text + " on a volume");
+      }
     }
     out.emplace_back(opt);
   }
@@ -74,6 +146,12 @@ Expected<std::vector<std::string>, std::string> parse_options(std::string_view t
 }
 
 }  // namespace
+
+std::string volume_option_bounds() {
+  std::vector<std::string> parts;
+  for (const auto& b : kBounds) parts.push_back(std::string(b.key) + " " + b.text);
+  return join(parts, ", ");
+}
 
 std::string normalise_endpoint(std::string_view url) {
   std::string e(trim(url));
@@ -149,7 +227,7 @@ Expected<VolumeSpec, std::string> parse_volume(const std::map<std::string, std::
                       " is not one this node allows (" + join(limits.allowed_endpoints, ", ") +
                       "; wheelhouse-csi --allow-endpoint)");
   }
-  auto options = parse_options(get(kOptionsKey));
+  auto options = parse_options(get(kOptionsKey), limits.node_options);
   if (!options) return unexpected(options.error());
   spec.options = std::move(*options);
   for (const char* key : kTokenKeys) {

@@ -26,12 +26,17 @@ inline constexpr const char* kTokenKeys[] = {"token", "HF_TOKEN"};
 
 // The daemon options a volume may set: they change what the mount shows or how patiently it
 // fetches, nothing the node owns. Everything else (cache_*, cudart, python, log_file, metrics,
-// token_file, proxy, insecure_token, allow_other, ...) is the node admin's: wheelhouse-csi
-// --daemon-option.
+// token_file, proxy, insecure_token, allow_other, offline, ...) is the node admin's:
+// wheelhouse-csi --daemon-option. An option the admin set is the admin's alone: a volume that
+// sets it too is refused, and the admin's come last on the daemon's command line.
 inline constexpr const char* kVolumeOptions[] = {
-    "arch",        "torch",        "cuda",          "python_tag",    "current",
-    "nocurrent",   "offline",      "refresh",       "streaming",     "readahead",
-    "connections", "read_timeout", "stall_timeout", "caller_timeout"};
+    "arch",         "torch",         "cuda",          "python_tag", "current",
+    "nocurrent",    "refresh",       "streaming",     "readahead",  "connections",
+    "read_timeout", "stall_timeout", "caller_timeout"};
+
+// The numeric options' bounds for a volume (the admin's are the daemon's own), as the help
+// text states them.
+std::string volume_option_bounds();
 
 struct VolumeSpec {
   std::string endpoint;              // normalised: no trailing slash
@@ -50,6 +55,7 @@ struct VolumeSpec {
 
 struct ParseLimits {
   std::vector<std::string> allowed_endpoints;  // normalised; the first is the default
+  std::vector<std::string> node_options;       // the admin's key[=value] (--daemon-option)
 };
 
 // The spec of one request, or a message that says which key is wrong and why (INVALID_ARGUMENT).
