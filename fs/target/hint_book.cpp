@@ -171,9 +171,11 @@ bool still_running(const Hint& hint, const std::string& proc) {
   return root && *root == hint.root;
 }
 
-std::string hints_to_text(const std::string& mountpoint, const std::vector<Hint>& hints) {
+std::string hints_to_text(const std::string& mountpoint, const std::string& boot,
+                          const std::vector<Hint>& hints) {
   std::string out = "{\"version\":" + std::to_string(kVersion) +
-                    ",\"mountpoint\":" + json_text(mountpoint) + ",\"hints\":[";
+                    ",\"mountpoint\":" + json_text(mountpoint) + ",\"boot\":" + json_text(boot) +
+                    ",\"hints\":[";
   bool first = true;
   for (const auto& h : hints) {
     std::size_t bytes = h.cwd.size();
@@ -202,7 +204,8 @@ std::string hints_to_text(const std::string& mountpoint, const std::vector<Hint>
 }
 
 Expected<std::vector<Hint>, std::string> hints_from_text(const std::string& text,
-                                                         const std::string& mountpoint) {
+                                                         const std::string& mountpoint,
+                                                         const std::string& boot) {
   const auto j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return unexpected(std::string("it is not JSON"));
   if (!j.contains("version") || j["version"] != kVersion) {
@@ -214,6 +217,9 @@ Expected<std::vector<Hint>, std::string> hints_from_text(const std::string& text
   if (json_text(j["mountpoint"]) != json_text(mountpoint)) {
     return unexpected("it is the book of another mount point, " +
                       json_text(j["mountpoint"]).substr(0, 300));
+  }
+  if (!j.contains("boot") || !j["boot"].is_string() || j["boot"] != boot) {
+    return unexpected(std::string("it was written before the machine last started"));
   }
   if (!j.contains("hints") || !j["hints"].is_array()) {
     return unexpected(std::string("it has no list of hints"));
@@ -266,6 +272,13 @@ Expected<std::vector<Hint>, std::string> hints_from_text(const std::string& text
   return out;
 }
 
+std::string read_boot_id(const std::string& proc) {
+  auto id = read_small(proc + "/sys/kernel/random/boot_id");
+  if (!id) return "";
+  while (!id->empty() && (id->back() == '\n' || id->back() == ' ')) id->pop_back();
+  return *id;
+}
+
 std::string default_state_dir(const GetEnv& getenv, bool is_root) {
   if (is_root) return "/run/wheelhouse-fs";
   if (const char* r = getenv("XDG_RUNTIME_DIR"); r != nullptr && *r == '/') {
@@ -287,6 +300,7 @@ struct HintBook::File {
   OwnFolder folder;
   std::string name;
   std::string mountpoint;
+  std::string boot;
   bool failing = false;  // the last write failed (said once in the log)
 };
 
@@ -347,6 +361,7 @@ std::string HintBook::file() const {
 std::size_t HintBook::keep_in(OwnFolder folder, const std::string& name,
                               const std::string& mountpoint) {
   const std::string path = joined(folder.path(), name);
+  const std::string boot = read_boot_id(proc_);
   std::vector<Hint> found;
   bool had_file = false;  // one, good or not: it is written again (or removed) below
   bool parsed = false;
@@ -354,7 +369,7 @@ std::size_t HintBook::keep_in(OwnFolder folder, const std::string& name,
     spdlog::warn("{}: ignored: {}", path, text.error());
   } else if (*text) {
     had_file = true;
-    auto hints = hints_from_text(**text, mountpoint);
+    auto hints = hints_from_text(**text, mountpoint, boot);
     if (hints) {
       found = std::move(*hints);
       parsed = true;
@@ -368,7 +383,7 @@ std::size_t HintBook::keep_in(OwnFolder folder, const std::string& name,
   std::size_t taken = 0;
   {
     std::lock_guard lock(mu_);
-    file_ = std::make_unique<File>(File{std::move(folder), name, mountpoint});
+    file_ = std::make_unique<File>(File{std::move(folder), name, mountpoint, boot});
     for (auto& h : found) {
       const auto mine = std::count_if(hints_.begin(), hints_.end(),
                                       [&](const auto& kv) { return kv.second.uid == h.uid; });
@@ -420,7 +435,7 @@ void HintBook::save() {
     for (const auto& [pid, h] : hints_) all.push_back(h);
     lock.unlock();
     auto w = all.empty() ? remove_own(f.folder, f.name)
-                         : write_own(f.folder, f.name, hints_to_text(f.mountpoint, all));
+                         : write_own(f.folder, f.name, hints_to_text(f.mountpoint, f.boot, all));
     lock.lock();
     if (!w && !f.failing) {
       spdlog::warn("hints not kept for a restart: {}", w.error());

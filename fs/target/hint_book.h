@@ -8,7 +8,7 @@
 // when the shell's environment changes. The file is the daemon's own: in a folder that only its
 // user (or root) can write (OwnFolder), created 0600, replaced by rename, never reached through
 // a link. A hint in it is taken again only for a process with the same pid, start time, user
-// and root as when it was given.
+// and root as when it was given, and only since the same boot of the machine.
 
 #include <sys/types.h>
 
@@ -51,13 +51,19 @@ struct Hint {
 // Whether the process of `hint` still runs: its pid, with the same start time, user and root.
 bool still_running(const Hint& hint, const std::string& proc = "/proc");
 
-// The file's text for the book of `mountpoint`, and back (pure). A hint whose environment and
-// folder take more than kMaxSavedHint bytes is left out (kept in memory only). The error is one
-// line: why the text is not a book of `mountpoint`.
+// The file's text for the book of `mountpoint` written while the machine runs boot `boot`
+// (read_boot_id), and back (pure). A hint whose environment and folder take more than
+// kMaxSavedHint bytes is left out (kept in memory only). The error is one line: why the text is
+// not a book of `mountpoint` of this boot (pids and start times mean nothing after a reboot,
+// and ~/.cache is no tmpfs).
 inline constexpr std::size_t kMaxSavedHint = 16 << 10;
-std::string hints_to_text(const std::string& mountpoint, const std::vector<Hint>& hints);
+std::string hints_to_text(const std::string& mountpoint, const std::string& boot,
+                          const std::vector<Hint>& hints);
 Expected<std::vector<Hint>, std::string> hints_from_text(const std::string& text,
-                                                         const std::string& mountpoint);
+                                                         const std::string& mountpoint,
+                                                         const std::string& boot);
+// The kernel's boot id (/proc/sys/kernel/random/boot_id), "" when it cannot be read.
+std::string read_boot_id(const std::string& proc = "/proc");
 
 // Where the daemon keeps its books when state_dir= does not say: /run/wheelhouse-fs for root
 // (a tmpfs: hints mean nothing after a reboot), else $XDG_RUNTIME_DIR/wheelhouse-fs, else

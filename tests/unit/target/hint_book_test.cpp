@@ -107,7 +107,7 @@ TEST_F(HintBookTest, OnlyTheSameProcessUserAndRoot) {
   root.root.ino += 1;
   const Hint good = hint_of(alive.pid(), "/good");
   // The file as an earlier daemon left it.
-  write_file(file(), hints_to_text(kMount, {dead_hint, later, user, root, good}));
+  write_file(file(), hints_to_text(kMount, read_boot_id(), {dead_hint, later, user, root, good}));
   ::chmod(file().c_str(), 0600);
   ::chmod(file().parent_path().c_str(), 0700);
   std::size_t taken = 0;
@@ -116,7 +116,7 @@ TEST_F(HintBookTest, OnlyTheSameProcessUserAndRoot) {
   EXPECT_EQ(book->size(), 1u);
   EXPECT_TRUE(book->find(good.pid, good.start_time, good.uid));
   // The file holds only what was taken.
-  const auto left = hints_from_text(read_text(file()), kMount);
+  const auto left = hints_from_text(read_text(file()), kMount, read_boot_id());
   ASSERT_TRUE(left) << left.error();
   ASSERT_EQ(left->size(), 1u);
   EXPECT_EQ(left->front(), good);
@@ -127,7 +127,8 @@ TEST_F(HintBookTest, AMalformedOrForeignFileIsIgnoredAndNeverFollowed) {
   const Hint h = hint_of(shell.pid());
   for (const std::string& text :
        {std::string("{not json"), std::string("[]"), std::string(R"({"version":2})"),
-        hints_to_text("/mnt/other", {h}),
+        hints_to_text("/mnt/other", read_boot_id(), {h}),
+        hints_to_text(kMount, "another boot", {h}),
         std::string(R"({"version":1,"mountpoint":"/mnt/wheelhouse","hints":[{"pid":-1}]})")}) {
     SCOPED_TRACE(text);
     fs::remove_all(dir_.path() / "state");
@@ -140,7 +141,7 @@ TEST_F(HintBookTest, AMalformedOrForeignFileIsIgnoredAndNeverFollowed) {
     EXPECT_TRUE(book->empty());
     // The next hint replaces it with a good file.
     ASSERT_TRUE(book->put(h));
-    const auto back = hints_from_text(read_text(file()), kMount);
+    const auto back = hints_from_text(read_text(file()), kMount, read_boot_id());
     ASSERT_TRUE(back) << back.error();
     EXPECT_EQ(back->size(), 1u);
   }
@@ -149,18 +150,18 @@ TEST_F(HintBookTest, AMalformedOrForeignFileIsIgnoredAndNeverFollowed) {
   fs::create_directories(dir_.path() / "state");
   ::chmod(file().parent_path().c_str(), 0700);
   const auto elsewhere = dir_.path() / "elsewhere.json";
-  write_file(elsewhere, hints_to_text(kMount, {h}));
+  write_file(elsewhere, hints_to_text(kMount, read_boot_id(), {h}));
   fs::create_symlink(elsewhere, file());
   std::size_t taken = 1;
   auto book = reopened(&taken);
   EXPECT_EQ(taken, 0u);
   ASSERT_TRUE(book->put(hint_of(shell.pid(), "/changed")));
   EXPECT_TRUE(fs::is_symlink(file()));
-  EXPECT_EQ(read_text(elsewhere), hints_to_text(kMount, {h}));
+  EXPECT_EQ(read_text(elsewhere), hints_to_text(kMount, read_boot_id(), {h}));
   // Another user's file (root only: chown).
   if (::geteuid() == 0) {
     fs::remove(file());
-    write_file(file(), hints_to_text(kMount, {h}));
+    write_file(file(), hints_to_text(kMount, read_boot_id(), {h}));
     ASSERT_EQ(::chown(file().c_str(), 65534, 65534), 0);
     EXPECT_EQ(reopened(&taken)->size(), 0u);
     EXPECT_EQ(taken, 0u);
@@ -213,16 +214,16 @@ TEST(HintText, KeepsOnlyWhatDecidesATarget) {
   h.cwd = "/w";
   h.by = "wheelhouse-hint";
   h.at = std::chrono::system_clock::time_point(std::chrono::seconds(1700000000));
-  auto back = hints_from_text(hints_to_text("/m", {h}), "/m");
+  auto back = hints_from_text(hints_to_text("/m", "b1", {h}), "/m", "b1");
   ASSERT_TRUE(back) << back.error();
   ASSERT_EQ(back->size(), 1u);
   EXPECT_EQ(back->front(), h);
   // A variable no target reads is not taken from a file.
   const std::string extra =
-      R"({"version":1,"mountpoint":"/m","hints":[{"pid":42,"start_time":7,"uid":1000,)"
+      R"({"version":1,"mountpoint":"/m","boot":"b1","hints":[{"pid":42,"start_time":7,"uid":1000,)"
       R"("root_dev":2049,"root_ino":2,"env":{"VIRTUAL_ENV":"/v","LD_PRELOAD":"/x"},)"
       R"("cwd":"/w","by":"wheelhouse-hint","at":1700000000}]})";
-  back = hints_from_text(extra, "/m");
+  back = hints_from_text(extra, "/m", "b1");
   ASSERT_TRUE(back) << back.error();
   EXPECT_EQ(back->front(), h);
   // A path that is not UTF-8, or a hint too large, stays out of the file (not the whole book).
@@ -232,17 +233,21 @@ TEST(HintText, KeepsOnlyWhatDecidesATarget) {
   Hint huge = h;
   huge.pid = 44;
   huge.env["PYTHONPATH"] = std::string(kMaxSavedHint, 'x');
-  back = hints_from_text(hints_to_text("/m", {odd, h, huge}), "/m");
+  back = hints_from_text(hints_to_text("/m", "b1", {odd, h, huge}), "/m", "b1");
   ASSERT_TRUE(back) << back.error();
   ASSERT_EQ(back->size(), 1u);
   EXPECT_EQ(back->front().pid, 42);
   // Why a text is not a book, in one line.
-  EXPECT_EQ(hints_from_text("", "/m").error(), "it is not JSON");
-  EXPECT_EQ(hints_from_text(hints_to_text("/m", {h}), "/n").error(),
+  EXPECT_EQ(hints_from_text("", "/m", "b1").error(), "it is not JSON");
+  EXPECT_EQ(hints_from_text(hints_to_text("/m", "b1", {h}), "/n", "b1").error(),
             R"(it is the book of another mount point, "/m")");
-  EXPECT_EQ(
-      hints_from_text(R"({"version":1,"mountpoint":"/m","hints":[{"pid":"1"}]})", "/m").error(),
-      "hint 1: pid is not a number of 0 or more");
+  EXPECT_EQ(hints_from_text(R"({"version":1,"mountpoint":"/m","boot":"b1","hints":[{"pid":"1"}]})",
+                            "/m", "b1")
+                .error(),
+            "hint 1: pid is not a number of 0 or more");
+  // Written before a reboot: its pids and start times may name other processes now.
+  EXPECT_EQ(hints_from_text(hints_to_text("/m", "b0", {h}), "/m", "b1").error(),
+            "it was written before the machine last started");
 }
 
 TEST(HintText, WhereTheBooksAre) {
