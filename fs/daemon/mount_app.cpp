@@ -6,11 +6,13 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <memory>
 
 #include "cache/block_cache.h"
+#include "fs/common/own_file.h"
 #include "fs/daemon/commit_at_mount.h"
 #include "fs/daemon/gpus.h"
 #include "fs/daemon/mount_config.h"
@@ -26,6 +28,7 @@
 #include "fs/namespace/targets_view.h"
 #include "fs/reader/reader.h"
 #include "fs/target/caller_targets.h"
+#include "fs/target/hint_book.h"
 #include "fs/target/target.h"
 #include "fs/vfs/caller_views.h"
 #include "fs/vfs/filesystem.h"
@@ -66,7 +69,8 @@ class MountApp {
     metrics_.reset();  // no scrape from here on; the textfile goes
     hub_->cancel();
     reader_->shutdown();
-    fuse_.reset();  // unmounts
+    fuse_.reset();                // unmounts
+    callers_->drop_gone_hints();  // those of running shells stay for the next mount here
     if (auto r = cache_->flush(); !r) spdlog::warn("cache flush at exit: {}", r.error().message);
     const int sig = refresher_->stop_signal();
     spdlog::info("unmounted {}{}", o_.mountpoint,
@@ -141,6 +145,9 @@ class MountApp {
     tc.deadline = o_.caller_timeout;
     callers_ =
         std::make_unique<target::CallerTargets>(tc, std::move(gpus), target::host_platform());
+    if (o_.current && o_.current_per_caller) {
+      if (auto k = keep_hints(); !k) return unexpected(k.error());
+    }
     views_ = std::make_unique<TargetCallerViews>(*callers_);
     wheel_meta_ = std::make_unique<wheel::WheelMetadataService>(*reader_, *cache_, *scope_,
                                                                 o_.read_timeout, own_listings);
@@ -193,6 +200,29 @@ class MountApp {
           "for leading back into it");
     }
     refresher_->attach(*fuse_);
+    return {};
+  }
+
+  // The shells' hints, kept for the next daemon on this mount point (hint_book.h): a state_dir=
+  // that cannot be used fails the mount; the default folder is used where it can be.
+  Expected<void, std::string> keep_hints() {
+    const bool given = !o_.state_dir.empty();
+    const std::string dir =
+        given ? o_.state_dir
+              : target::default_state_dir([](const char* n) { return std::getenv(n); },
+                                          ::geteuid() == 0);
+    if (dir.empty()) {
+      spdlog::info("hints of hooked shells are not kept for a restart: no state_dir (no HOME)");
+      return {};
+    }
+    auto folder = OwnFolder::open(dir, true, "state_dir=" + dir);
+    if (!folder) {
+      if (given) return unexpected(folder.error());
+      spdlog::warn("hints of hooked shells are not kept for a restart: {}", folder.error());
+      return {};
+    }
+    callers_->keep_hints_in(std::move(*folder), target::hint_file_name(o_.mountpoint),
+                            o_.mountpoint);
     return {};
   }
 

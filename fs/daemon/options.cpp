@@ -104,6 +104,13 @@ Expected<void, std::string> apply_option(MountOptions& o, const std::string& ite
     }
     return {};
   }
+  if (key == "state_dir") {
+    if (auto r = set_string(o.state_dir); !r) return r;
+    if (!o.state_dir.starts_with("/")) {
+      return unexpected("state_dir must be an absolute path (the daemon runs from /)");
+    }
+    return {};
+  }
   if (key == "cache_dir") return set_string(o.cache_dir);
   if (key == "cache_upper") return set_string(o.cache_upper);
   if (key == "cache_group") return set_string(o.cache_group);
@@ -378,6 +385,12 @@ Python, its torch and CUDA, the GPUs it may use; targets/KEY/ those of any targe
                       write the same metrics to PATH (ending in .prom) every 5 s, for
                       node_exporter's textfile collector; removed at unmount (its folder
                       as for log_file)
+  -o state_dir=DIR    where the daemon keeps what each hooked shell told it (wheelhouse
+                      shell-hook), so that the same mount point mounted again (a restart,
+                      a crash) knows the shells still running: a file per mount point, 0600,
+                      in a folder only this user or root can write (default
+                      /run/wheelhouse-fs for root, else $XDG_RUNTIME_DIR/wheelhouse-fs or
+                      ~/.cache/wheelhouse-fs/state)
   -o nonempty         mount over a folder that is not empty (its files are hidden while
                       mounted; by default such a folder is refused)
   -o dumpable         allow core dumps of the daemon (off by default: a dump would hold

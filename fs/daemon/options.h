@@ -47,6 +47,7 @@ struct MountOptions {
   bool dumpable = false;         // allow core dumps (they would hold the token)
   std::string metrics;           // Prometheus /metrics listener, "127.0.0.1:9101" ("" = none)
   std::string metrics_textfile;  // node_exporter textfile ("" = none)
+  std::string state_dir;  // the shells' hints across a restart ("" = target::default_state_dir)
   std::uint64_t readahead = 64ull << 20;  // bytes in flight for readahead and prefetch
   unsigned connections = 16;              // parallel ranged GETs
   unsigned api_requests = 4;              // Hub API requests on the wire at once, at most

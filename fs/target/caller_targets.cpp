@@ -1,8 +1,6 @@
 #include "fs/target/caller_targets.h"
 
-#include <fcntl.h>
 #include <spdlog/spdlog.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -100,15 +98,6 @@ struct CallerTargets::Core {
     Clock::time_point resolved;
     uid_t uid = 0;
   };
-  // What a shell hook's child said of its parent's environment (adopt()).
-  struct Hint {
-    ProcessIdentity identity;  // the parent's: the hint dies with it
-    uid_t uid = 0;
-    std::map<std::string, std::string> env;
-    std::string cwd;
-    std::string by;  // the child's program
-    std::chrono::system_clock::time_point at;
-  };
   // One reading of a process's files, which any number of requests for that process wait on.
   struct Flight {
     std::optional<ProcessIdentity> identity;
@@ -120,7 +109,10 @@ struct CallerTargets::Core {
   };
 
   Core(CallerTargetsConfig c, GpuReport g, HostPlatform h)
-      : config(std::move(c)), host(std::move(h)), gpus(std::move(g)) {}
+      : config(std::move(c)),
+        host(std::move(h)),
+        hints(config.max_hints_per_uid, config.proc),
+        gpus(std::move(g)) {}
 
   std::shared_ptr<const Resolution> resolve_uncached(pid_t pid);
   std::optional<Hint> hint_for(const CallerProcess& process);
@@ -133,6 +125,7 @@ struct CallerTargets::Core {
 
   const CallerTargetsConfig config;
   const HostPlatform host;
+  HintBook hints;  // what shell hooks said (adopt()); guarded by its own lock
 
   mutable std::mutex mu;  // guards everything below
   GpuReport gpus;
@@ -142,7 +135,6 @@ struct CallerTargets::Core {
   std::map<uid_t, std::size_t> processes_of;  // entries of `processes` per user
   std::map<std::string, std::shared_ptr<const Interpreter>> interpreters;
   std::map<pid_t, std::shared_ptr<Flight>> flights;
-  std::map<pid_t, Hint> hints;
   std::map<uid_t, std::size_t> in_flight_of;  // readings under way per user
   std::size_t in_flight = 0;
   std::shared_ptr<const Resolution> fixed;  // per_caller == false
@@ -195,6 +187,16 @@ void CallerTargets::set_gpus(GpuReport gpus) {
   core_->fixed.reset();
 }
 
+std::size_t CallerTargets::keep_hints_in(OwnFolder folder, const std::string& name,
+                                         const std::string& mountpoint) {
+  const std::size_t taken = core_->hints.keep_in(std::move(folder), name, mountpoint);
+  std::lock_guard lock(core_->mu);
+  core_->stats.hints_restored += taken;
+  return taken;
+}
+
+void CallerTargets::drop_gone_hints() { core_->hints.drop_gone(); }
+
 void CallerTargets::refuse_device(dev_t dev) {
   std::lock_guard lock(core_->mu);
   core_->refused = dev;
@@ -209,6 +211,7 @@ CallerTargetsStats CallerTargets::stats() const {
   s.processes = core_->processes.size();
   s.interpreters = core_->interpreters.size();
   s.in_flight = core_->in_flight;
+  s.hints_held = core_->hints.size();
   return s;
 }
 
@@ -248,6 +251,9 @@ nlohmann::json CallerTargets::status_json() const {
   j["timed_out"] = s.timed_out;
   j["refused_busy"] = s.refused;
   j["hints"] = s.hints;
+  j["hints_held"] = s.hints_held;
+  j["hints_restored"] = s.hints_restored;
+  if (auto file = core_->hints.file(); !file.empty()) j["hints_file"] = file;
   j["in_flight"] = s.in_flight;
   j["cached_processes"] = s.processes;
   j["cached_interpreters"] = s.interpreters;
@@ -431,38 +437,17 @@ Expected<std::shared_ptr<const Resolution>, std::string> CallerTargets::adopt(pi
   if (parent->own_root != child->own_root) {
     return unexpected(std::string("the parent process has another root"));
   }
-  if (!parent->own_root) {
-    struct statx a {
-    }, b{};
-    const std::string pr = c.config.proc + "/" + std::to_string(*parent_pid) + "/root";
-    const std::string cr = c.config.proc + "/" + std::to_string(pid) + "/root";
-    if (::statx(AT_FDCWD, pr.c_str(), AT_STATX_DONT_SYNC, STATX_INO, &a) != 0 ||
-        ::statx(AT_FDCWD, cr.c_str(), AT_STATX_DONT_SYNC, STATX_INO, &b) != 0 ||
-        a.stx_ino != b.stx_ino || a.stx_dev_major != b.stx_dev_major ||
-        a.stx_dev_minor != b.stx_dev_minor) {
-      return unexpected(std::string("the parent process has another root"));
-    }
+  const auto root = read_root(*parent_pid, c.config.proc);
+  if (!root || (!parent->own_root && root != read_root(pid, c.config.proc))) {
+    return unexpected(std::string("the parent process has another root"));
+  }
+  if (auto put = c.hints.put(Hint{*parent_pid, identity->start_time, uid, *root, child->env,
+                                  child->cwd, child->exe_name, std::chrono::system_clock::now()});
+      !put) {
+    return unexpected(put.error());
   }
   {
     std::lock_guard lock(c.mu);
-    // One user's hints are bounded: those of processes that are gone go first.
-    std::size_t mine = 0;
-    for (const auto& [p, h] : c.hints) mine += h.uid == uid ? 1 : 0;
-    if (mine >= c.config.max_hints_per_uid) {
-      std::erase_if(c.hints, [&](const auto& kv) {
-        if (kv.second.uid != uid) return false;
-        const auto now = read_identity(kv.first, c.config.proc);
-        return !now || now->start_time != kv.second.identity.start_time;
-      });
-      mine = 0;
-      for (const auto& [p, h] : c.hints) mine += h.uid == uid ? 1 : 0;
-      if (mine >= c.config.max_hints_per_uid) {
-        return unexpected("user " + std::to_string(uid) + " has " + std::to_string(mine) +
-                          " shells with a hint already");
-      }
-    }
-    c.hints[*parent_pid] = Core::Hint{
-        *identity, uid, child->env, child->cwd, child->exe_name, std::chrono::system_clock::now()};
     ++c.stats.hints;
     if (const auto it = c.processes.find(*parent_pid); it != c.processes.end()) {
       --c.processes_of[it->second.uid];
@@ -534,16 +519,9 @@ std::shared_ptr<const CallerTargets::Core::Interpreter> CallerTargets::Core::int
 // The hint of the process, or of the shell it was forked from without an exec since: a shell
 // may expand a glob in a child it forked for the command (zsh does for external commands, bash
 // in pipelines and subshells), and such a child shows the same stale start-up environment.
-std::optional<CallerTargets::Core::Hint> CallerTargets::Core::hint_for(const CallerProcess& p) {
-  {
-    std::lock_guard lock(mu);
-    if (hints.empty()) return std::nullopt;
-    const auto it = hints.find(p.pid);
-    if (it != hints.end() && it->second.identity.start_time == p.start_time &&
-        it->second.uid == p.credentials.uid) {
-      return it->second;
-    }
-  }
+std::optional<Hint> CallerTargets::Core::hint_for(const CallerProcess& p) {
+  if (hints.empty()) return std::nullopt;
+  if (auto h = hints.find(p.pid, p.start_time, p.credentials.uid)) return h;
   const CallerProcess* child = &p;
   std::optional<CallerProcess> parent;
   for (int depth = 0; depth < 8; ++depth) {
@@ -554,14 +532,7 @@ std::optional<CallerTargets::Core::Hint> CallerTargets::Core::hint_for(const Cal
         up->credentials.uid != child->credentials.uid || up->own_root != child->own_root) {
       return std::nullopt;  // an exec since, another user or world: not that shell's child
     }
-    {
-      std::lock_guard lock(mu);
-      const auto it = hints.find(*ppid);
-      if (it != hints.end() && it->second.identity.start_time == up->start_time &&
-          it->second.uid == up->credentials.uid) {
-        return it->second;
-      }
-    }
+    if (auto h = hints.find(*ppid, up->start_time, up->credentials.uid)) return h;
     parent = std::move(*up);
     child = &*parent;
   }

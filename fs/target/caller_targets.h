@@ -35,8 +35,10 @@
 #include <vector>
 
 #include "fs/common/clock.h"
+#include "fs/common/own_file.h"
 #include "fs/target/caller.h"
 #include "fs/target/gpu_probe.h"
+#include "fs/target/hint_book.h"
 #include "fs/target/key.h"
 #include "fs/target/overrides.h"
 #include "fs/target/python_layout.h"
@@ -92,9 +94,11 @@ struct CallerTargetsStats {
   std::uint64_t interpreter_reads = 0;  // an interpreter's files read (a detection)
   std::uint64_t interpreter_hits = 0;   // an interpreter's cached facts reused
   std::uint64_t unresolved = 0;
-  std::uint64_t timed_out = 0;  // answered "unresolved" at the deadline, the reading went on
-  std::uint64_t refused = 0;    // not started: the user had too many readings in flight
-  std::uint64_t hints = 0;      // environments handed over by a shell hook
+  std::uint64_t timed_out = 0;       // answered "unresolved" at the deadline, the reading went on
+  std::uint64_t refused = 0;         // not started: the user had too many readings in flight
+  std::uint64_t hints = 0;           // environments handed over by a shell hook
+  std::uint64_t hints_restored = 0;  // hints of running shells taken from the book's file
+  std::size_t hints_held = 0;        // shells with a hint now
   std::size_t in_flight = 0;
   std::size_t processes = 0;
   std::size_t interpreters = 0;
@@ -116,10 +120,18 @@ class CallerTargets {
   // and working directory to its parent, which then counts as having them (a shell after
   // `source activate` keeps its start-up environment in /proc, but its children get the new
   // one). Only a parent of the same user, in the same root; the hint lives as long as that
-  // process (pid and start time) or until the next one. The parent's answer with the hint if
+  // process (pid and start time) or until the next one, and outlives this daemon when the
+  // hints are kept in a file (keep_hints_in). The parent's answer with the hint if
   // known at once (else its key is "(being read)": the reading has started), or why no hint
   // was taken.
   Expected<std::shared_ptr<const Resolution>, std::string> adopt(pid_t pid, uid_t uid);
+
+  // From now on the hints are kept in `name` in `folder` (the book of `mountpoint`, see
+  // hint_book.h): those it holds of shells still running are taken again. Returns how many.
+  std::size_t keep_hints_in(OwnFolder folder, const std::string& name,
+                            const std::string& mountpoint);
+  // Drops the hints of shells that are gone (from the file too).
+  void drop_gone_hints();
 
   // A new probe of the GPUs (a refresh): every cached answer is dropped.
   void set_gpus(GpuReport gpus);

@@ -7,13 +7,15 @@ with PYENV_VERSION and with .python-version; a Python interpreter then opens tho
 script uses `wheelhouse detect --key`; pip with `wheelhouse pip-config` takes the wheel over a
 newer sdist; hints that name another user's process, a FIFO, or a hung path change nothing else.
 The hint asks only mounts it can trust: another user's mount (allow_other) is skipped unless
-listed, and its daemon sees no request.
+listed, and its daemon sees no request. A daemon restarted on the same folder (stopped and
+mounted again, or killed) keeps the hints of the shells that are still running.
 """
 import ctypes
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -118,7 +120,10 @@ class Shells(MountedTestCase):
     def setUp(self):
         if pexpect is None:
             self.skipTest("python3-pexpect is not installed")
-        self.m = self.mount(env=GPUS, options=[f"cudart={FAKE_CUDART}", "allow_other"])
+        # The daemon's hint book in the test's own folder (not root's /run/wheelhouse-fs).
+        self.options = [f"cudart={FAKE_CUDART}", "allow_other",
+                        f"state_dir={self.scratch('state')}"]
+        self.m = self.mount(env=GPUS, options=self.options)
         self.mnt = self.m.mountpoint
 
     def wheels(self, key, pkg="flash_attn"):
@@ -176,6 +181,45 @@ class Shells(MountedTestCase):
     def test_an_interactive_zsh_follows_its_venvs(self):
         self.check_shell("zsh")
 
+    def test_a_restarted_daemon_keeps_the_shells_venv(self):
+        if not shutil.which("bash"):
+            self.skipTest("bash is not installed")
+        sh = Shell("bash", self.scratch("home-restart"), self.mnt)
+        self.addCleanup(sh.close)
+        want = self.wheels(KEY_B)
+        self.assertEqual(sh.glob(self.mnt), [])
+        sh.run(f"source {self.venv_b}/bin/activate")
+        self.assertEqual(sh.glob(self.mnt), want)
+        for how in ("stopped", "killed"):
+            with self.subTest(how):
+                # As `systemctl restart` (SIGTERM, the daemon unmounts) or a crash and
+                # Restart=on-failure: a new daemon on the same folder, with the same options.
+                if how == "stopped":
+                    self.m.signal(signal.SIGTERM)
+                    self.assertEqual(self.m.unmount(), 0)
+                else:
+                    self.m.kill()
+                self.m = self.mount(env=GPUS, options=self.options)
+                self.assertEqual(self.m.mountpoint, self.mnt)
+                self.assertEqual(self.m.status()["targets"]["hints_restored"], 1)
+                # The next prompt, nothing typed: the shell's hook has nothing new to send.
+                sh.p.sendline("")
+                sh.p.expect_exact(PROMPT)
+                self.assertEqual(sh.run(f"echo {self.mnt}/current/flash_attn/*.whl").split(),
+                                 [f"{self.mnt}/current/flash_attn/{w}" for w in want])
+                self.assertEqual(self.m.status()["targets"]["hints"], 0)  # none sent again
+                report = json.loads(sh.run(f'while IFS= read -r l; do printf "%s\\n" "$l"; done '
+                                           f'< {self.mnt}/current/.target'))
+                self.assertIn("from the shell hook", report["caller"]["environment"])
+                target = self.scratch(f"site-{how}")
+                out = sh.run("python3 -m pip install --no-index --no-deps "
+                             f"--disable-pip-version-check --target {target} "
+                             f"{self.mnt}/current/flash_attn/*.whl 2>&1; echo rc=$?")
+                self.assertIn("rc=0", out, out)
+                self.assertTrue(any(n.startswith("flash_attn") for n in os.listdir(target)),
+                                out)
+        self.assertEqual(sh.glob(self.mnt), want)
+
     def test_the_hook_costs_nothing_when_nothing_changed(self):
         if not shutil.which("bash"):
             self.skipTest("bash is not installed")
@@ -204,7 +248,8 @@ class Shells(MountedTestCase):
         self.assertEqual(sorted(os.path.basename(p) for p in r.stdout.split()),
                          self.wheels(KEY_B))
         # The mount's answer, its overrides included (a mount that fixes torch).
-        m2 = self.mount(name="fixed", env=GPUS, options=[f"cudart={FAKE_CUDART}", "torch=2.7"])
+        m2 = self.mount(name="fixed", env=GPUS, options=[f"cudart={FAKE_CUDART}", "torch=2.7",
+                                                         f"state_dir={self.scratch('state2')}"])
         r = subprocess.run([CLI, "detect", "--key", "--mount", m2.mountpoint], capture_output=True,
                            text=True, timeout=60, env={"PATH": "/usr/bin:/bin",
                                                       "VIRTUAL_ENV": self.venv_b})
@@ -380,7 +425,8 @@ class HintTrust(MountedTestCase):
         real_venv(cls.venv, "2.9.0+cu128", "12.8")
 
     def setUp(self):
-        self.root_mount = self.mount(env=GPUS, options=[f"cudart={FAKE_CUDART}", "allow_other"])
+        self.root_mount = self.mount(env=GPUS, options=[f"cudart={FAKE_CUDART}", "allow_other",
+                                                        f"state_dir={self.scratch('state')}"])
         mnt = os.path.join(self.scratch("users"), "mnt")
         os.makedirs(mnt)
         self.theirs = UsersMount(mnt, self.user, os.path.join(self.scratch("users"), "requests"))

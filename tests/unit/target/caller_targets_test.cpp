@@ -330,5 +330,33 @@ TEST_F(CallerTargetsTest, TheCachesAreSharedOutPerUser) {
   EXPECT_FALSE(targets.leads_to("sm80-torch2.9-cu128-cp312"));
 }
 
+// A shell's hint (here the test process is the shell: its child hands over venv a) comes back
+// in a new CallerTargets on the same mount point, as after a restart of the daemon.
+TEST_F(CallerTargetsTest, ARestartedMountKnowsTheHooksOfRunningShells) {
+  const std::string venv_key = "sm86+sm89-torch2.9-cu128-cp312";
+  auto folder = [&] {
+    auto f = OwnFolder::open(dir_.str("state"), true, "state_dir");
+    EXPECT_TRUE(f) << f.error();
+    return std::move(*f);
+  };
+  const std::string name = hint_file_name("/mnt/wh");
+  {
+    auto targets = make();
+    EXPECT_EQ(targets.keep_hints_in(folder(), name, "/mnt/wh"), 0u);
+    const Sleeper hook(env("a"));
+    const auto adopted = targets.adopt(hook.pid(), ::geteuid());
+    ASSERT_TRUE(adopted) << adopted.error();
+    EXPECT_EQ(targets.resolve(::getpid())->key, venv_key);
+  }
+  auto restarted = make();
+  EXPECT_EQ(restarted.keep_hints_in(folder(), name, "/mnt/wh"), 1u);
+  const auto r = restarted.resolve(::getpid());
+  EXPECT_EQ(r->key, venv_key) << r->caller.dump();
+  EXPECT_EQ(restarted.status_json()["hints_restored"], 1);
+  EXPECT_EQ(restarted.status_json()["hints"], 0);  // none handed over since
+  // Without the book: the test process's own environment.
+  EXPECT_NE(make().resolve(::getpid())->key, venv_key);
+}
+
 }  // namespace
 }  // namespace whfs::target
