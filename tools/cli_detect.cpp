@@ -1,8 +1,8 @@
 // wheelhouse detect: the target current/ leads this shell (or process --pid) to, axis by axis,
 // with where each value came from. Where a mount is chosen (--mount, the working folder in one,
 // or the only one) it is the mount's own answer: its current/.target as this process reads it,
-// the mount's overrides included. Without a mount (or with -o, --pid) this machine is read the
-// way a mount reads it.
+// the mount's overrides included. Otherwise (no mount; several and none named, which --key
+// refuses; -o or --pid) this machine is read the way a mount reads it.
 
 #include <unistd.h>
 
@@ -104,7 +104,18 @@ int run_detect(const CommonOptions& o, const DetectOptions& d) {
     if (given.empty()) {
       if (auto here = mount_of_cwd(mounts)) given = here->path;
     }
-    if (!given.empty() || !mounts.empty()) {
+    if (mounts.size() > 1 && given.empty() && !d.key_only) {
+      // Several mounts, each with its own overrides: this machine's reading, said to be one.
+      std::string names;
+      for (const auto& m : mounts) names += (names.empty() ? "" : ", ") + m.path;
+      std::fprintf(stderr,
+                   "note: %zu wheelhouse mounts here (%s) and none named: this is this machine "
+                   "as a mount reads it; `wheelhouse detect --mount DIR` gives that mount's own "
+                   "answer, its overrides included\n",
+                   mounts.size(), names.c_str());
+    } else if (!given.empty() || !mounts.empty()) {
+      // (--key with several and none named: refused with the list, as a script's key must be
+      // a mount's.)
       auto m = choose_mount(given, "wheelhouse detect --mount DIR");
       if (!m) {
         std::fprintf(stderr, "wheelhouse: %s\n", m.error().message.c_str());

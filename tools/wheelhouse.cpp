@@ -137,7 +137,10 @@ int run(int argc, char** argv) {
   CommonOptions common;
   DetectOptions detect_opts;
   auto* detect = app.add_subcommand(
-      "detect", "Show the target folder current/ leads this shell to, axis by axis, and why");
+      "detect",
+      "Show the target folder current/ leads this shell to, axis by axis, and why: the mount's "
+      "own answer (--mount, the mount the working folder is in, or the only one), else this "
+      "machine read as a mount reads it");
   detect->add_flag("--json", common.json, "JSON output");
   detect->add_flag("--key", detect_opts.key_only, "print only the target key");
   detect->add_option("--pid", detect_opts.pid,
@@ -151,8 +154,8 @@ int run(int argc, char** argv) {
 
   detect->add_option("--mount", detect_opts.mount,
                      "the mount whose current/ to report, its overrides included (default: the "
-                     "mount the working folder is in, else the only one; with no mount, this "
-                     "machine is read as a mount would read it)");
+                     "mount the working folder is in, else the only one; with none, or several "
+                     "(which --key refuses), this machine is read as a mount would read it)");
 
   std::string hook_shell;
   std::vector<std::string> hook_mounts;

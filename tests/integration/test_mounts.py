@@ -36,7 +36,7 @@ class Mounts(MountedTestCase):
         a, b = self.two_mounts()
         self.assertFalse(is_mounted("/mnt/wheelhouse"))
         for args in (["status"], ["pip-config"], ["prefetch", "--current"], ["hashes"],
-                     ["cache", "stats"], ["detect"], ["refresh"], ["stop"]):
+                     ["cache", "stats"], ["detect", "--key"], ["refresh"], ["stop"]):
             r = run([CLI] + args)
             self.assertEqual(r.returncode, 2, (args, r.stdout, r.stderr))
             self.assertIn("wheelhouse mounts here", r.stderr, args)
@@ -48,6 +48,11 @@ class Mounts(MountedTestCase):
         self.assertIsNone(a.status()["last_refresh"])
         self.assertIsNone(b.status()["last_refresh"])
         self.assertTrue(a.serving() and b.serving())
+        # detect with no mount named reads this machine, and says which mounts it did not ask.
+        r = run([CLI, "detect"])
+        self.assertIn("wheelhouse mounts here", r.stderr)
+        self.assertIn(a.mountpoint, r.stderr)
+        self.assertRegex(r.stdout, r"(?m)^folder +targets/")
         # A mount named by a path inside it; a folder that is no mount is refused, never used.
         r = run([CLI, "pip-config", "--mount", a.path("current/flash_attn")])
         self.assertEqual(r.returncode, 0, r.stderr)
