@@ -287,7 +287,7 @@ int run_stop(const std::string& given, int timeout_s) {
     return kFailed;
   }
   if (probe.state != MountState::kLive) {
-    std::fprintf(stderr, "wheelhouse: %s: %s\n", m->path.c_str(), probe.error.c_str());
+    std::fprintf(stderr, "wheelhouse: %s\n", probe.error.c_str());
     return kFailed;
   }
   const Process daemon(probe.pid);

@@ -187,6 +187,13 @@ RawStatus read_status_raw(const std::string& mountpoint) {
                                  mountpoint + "` detaches it)")),
                 err};
       }
+      if (err == EACCES || err == EPERM) {
+        // FUSE refuses other users a mount made without allow_other.
+        return {unexpected(std::pair<int, std::string>(
+                    kFailed, mountpoint + ": " + std::strerror(err) +
+                                 " (a mount without allow_other serves its own user only)")),
+                err};
+      }
       return {unexpected(std::pair<int, std::string>(
                   err == ENODATA || err == ENOTSUP || err == ENOENT || err == ENOTDIR ? kNotOurs
                                                                                       : kFailed,
