@@ -17,12 +17,11 @@
 #include <string>
 
 #include "cache/block_cache.h"
-#include "fs/common/mounts.h"
 #include "fs/common/units.h"
 #include "fs/daemon/options.h"
 #include "fs/daemon/stats_json.h"
 #include "tools/cli_commands.h"
-#include "tools/status_reader.h"
+#include "tools/mount_select.h"
 
 namespace whfs::cli {
 namespace {
@@ -36,16 +35,18 @@ struct Target {
   std::optional<nlohmann::json> mount;  // the mount's status when one was asked (for paths)
 };
 
-// The wheelhouse mount that holds `path` (the longest mount point above it), or "".
-std::string mount_holding(const std::string& path) {
-  char* real = ::realpath(path.c_str(), nullptr);
-  const std::string p = real != nullptr ? real : path;
-  std::free(real);
-  std::string best;
-  for (const auto& m : wheelhouse_mounts()) {
-    if ((p == m || p.starts_with(m + "/")) && m.size() > best.size()) best = m;
+// The cache of the mount whose status is `st`.
+bool cache_of_status(const std::string& mount, const nlohmann::json& st, const CommonOptions& o,
+                     Target* t, int* exit_code) {
+  t->mount = st;
+  t->dir = st.value("cache_dir", "");
+  t->group = o.cache_group.empty() ? st.value("cache_group", "") : o.cache_group;
+  if (t->dir.empty()) {
+    std::fprintf(stderr, "wheelhouse: %s runs without a cache\n", mount.c_str());
+    *exit_code = kFailed;
+    return false;
   }
-  return best;
+  return true;
 }
 
 bool target_of(const CommonOptions& o, Target* t, int* exit_code) {
@@ -54,25 +55,55 @@ bool target_of(const CommonOptions& o, Target* t, int* exit_code) {
     t->group = o.cache_group;
     return true;
   }
-  if (!o.mount.empty()) {
-    // The mount's root, or any path inside it.
-    const std::string root = mount_holding(o.mount);
-    auto st = read_status(root.empty() ? o.mount : root);
+  const auto mounts = wheelhouse_mount_table();
+  if (!o.mount.empty() || mounts.size() == 1) {
+    // The mount named (its folder, or any path inside it), else the only one.
+    auto m = choose_mount(o.mount, "wheelhouse cache --mount DIR");
+    if (!m) {
+      std::fprintf(stderr, "wheelhouse: --mount: %s\n", m.error().message.c_str());
+      *exit_code = m.error().code;
+      return false;
+    }
+    auto st = read_status_within(m->path);
     if (!st) {
-      std::fprintf(stderr, "wheelhouse: --mount: %s\n", st.error().second.c_str());
+      std::fprintf(stderr, "wheelhouse: %s%s\n", st.error().second.c_str(),
+                   o.mount.empty() ? " (--cache-dir DIR names a cache instead)" : "");
       *exit_code = st.error().first;
       return false;
     }
-    t->mount = *st;
-    t->dir = st->value("cache_dir", "");
-    t->group = o.cache_group.empty() ? st->value("cache_group", "") : o.cache_group;
-    if (t->dir.empty()) {
-      std::fprintf(stderr, "wheelhouse: --mount %s runs without a cache\n", o.mount.c_str());
-      *exit_code = kFailed;
-      return false;
-    }
-    return true;
+    return cache_of_status(m->path, *st, o, t, exit_code);
   }
+  if (mounts.size() > 1) {
+    // Several mounts: theirs when they all share one cache, else name one.
+    const auto probes = probe_mounts(mounts);
+    const MountProbe* first = nullptr;
+    bool one_cache = true;
+    for (const auto& p : probes) {
+      if (p.state != MountState::kLive) {
+        one_cache = false;
+        break;
+      }
+      if (first == nullptr) first = &p;
+      one_cache = one_cache &&
+                  p.status.value("cache_dir", "") == first->status.value("cache_dir", "x") &&
+                  p.status.value("cache_group", "") == first->status.value("cache_group", "");
+    }
+    if (one_cache && first != nullptr) {
+      return cache_of_status(first->mount.path, first->status, o, t, exit_code);
+    }
+    std::string list;
+    for (const auto& p : probes) {
+      list += "\n  " + describe(p) +
+              (p.state == MountState::kLive ? "  cache " + p.status.value("cache_dir", "-") : "");
+    }
+    std::fprintf(stderr,
+                 "wheelhouse: %zu wheelhouse mounts here, not with one cache; name one with "
+                 "wheelhouse cache --mount DIR (or a cache with --cache-dir DIR):%s\n",
+                 mounts.size(), list.c_str());
+    *exit_code = kUsage;
+    return false;
+  }
+  // No mount: the cache wheelhousefs would use.
   t->dir = default_cache_dir([](const char* n) { return std::getenv(n); }, ::geteuid() == 0);
   t->group = o.cache_group;
   if (t->dir.empty()) {
@@ -298,9 +329,11 @@ int run_cache_evict(const CommonOptions& o, const std::vector<std::string>& targ
   CommonOptions with_mount = o;
   if (o.cache_dir.empty() && o.mount.empty()) {
     // Paths in a mount evict from that mount's cache, not the default one.
+    const auto mounts = wheelhouse_mount_table();
     for (const auto& p : targets) {
-      if (const std::string m = mount_holding(p); !m.empty()) {
-        with_mount.mount = m;
+      if (cache::ContentId::parse(p)) continue;
+      if (const auto m = mount_holding(p, mounts)) {
+        with_mount.mount = m->path;
         break;
       }
     }

@@ -23,6 +23,12 @@ enum Exit {
   kNotFound = 8,      // the repository or branch (or a private repo the token cannot see)
 };
 
+// A command's failure: its exit code and one sentence.
+struct Failure {
+  int code = 1;
+  std::string message;
+};
+
 struct CommonOptions {
   bool json = false;
   std::string cache_dir;                    // empty: the default of wheelhousefs
@@ -34,11 +40,12 @@ struct CommonOptions {
 struct DetectOptions {
   pid_t pid = 0;          // the process whose target to show (0: this one, i.e. its shell's)
   bool key_only = false;  // print only the key (for scripts: targets/$(wheelhouse detect --key))
-  std::string mount;      // --key: the mount to ask (default: the only one, else /mnt/wheelhouse)
+  std::string mount;      // the mount whose answer to give (default: the one the working folder
+                          // is in, else the only one; none: this machine's own reading)
 };
 
 struct PrefetchOptions {
-  std::string mountpoint = "/mnt/wheelhouse";
+  std::string mountpoint;            // empty: the only wheelhouse mount
   std::vector<std::string> targets;  // keys: targets/KEY/ (with current_packages: those)
   std::vector<std::string> current_packages;
   bool current_given = false;
@@ -47,7 +54,7 @@ struct PrefetchOptions {
 };
 
 struct HashesOptions {
-  std::string mountpoint = "/mnt/wheelhouse";
+  std::string mountpoint;             // empty: the only wheelhouse mount
   std::string target;                 // a key; empty: where current leads this process
   std::vector<std::string> packages;  // project or folder names; empty: every one
 };
@@ -90,17 +97,19 @@ int run_shell_hook(const std::string& shell, const std::vector<std::string>& mou
 // --install (else --uninstall) of the hook line in `files` (empty: /etc/bash.bashrc and
 // /etc/zsh/zshrc where they exist).
 int run_shell_hook_files(bool install, const std::vector<std::string>& files);
-int run_pip_config(const std::string& mount);
-// The one mount of `mounts` (the wheelhouse mounts found, or the one named), else
-// /mnt/wheelhouse.
-std::string default_mount(const std::vector<std::string>& mounts);
-// Where current/ leads this process under `mount`, as the mount answers it (its overrides too).
-Expected<std::string, std::string> key_from_mount(const std::string& mount);
+// `append`: the pip configuration file to add the keys to (empty: print them).
+int run_pip_config(const std::string& mount, const std::string& append);
+// Every wheelhouse mount: folder, repo@revision, daemon pid, user, state.
+int run_mounts(bool json);
+// SIGHUP to the daemon of that mount (checked to be it); waits up to `timeout_s` for what it
+// found (0: not at all).
+int run_refresh(const std::string& mount, int timeout_s);
+// Unmounts that mount and waits up to `timeout_s` for its daemon to end; a dead one is detached.
+int run_stop(const std::string& mount, int timeout_s);
 int run_publish(const PublishOptions& o);
 int run_check(const CheckOptions& o);
 int run_hashes(const HashesOptions& o);
-// MOUNTPOINT empty: the only wheelhouse mount, else /mnt/wheelhouse. `watch`: every second
-// until interrupted.
+// MOUNTPOINT empty: the only wheelhouse mount. `watch`: every second until interrupted.
 int run_status(const std::string& mountpoint, const CommonOptions& o, bool watch);
 int run_cache_stats(const CommonOptions& o);
 int run_cache_ls(const CommonOptions& o);

@@ -17,6 +17,7 @@
 #include "fs/common/hash.h"
 #include "fs/target/wheel_name.h"
 #include "tools/cli_commands.h"
+#include "tools/mount_select.h"
 
 namespace whfs::cli {
 namespace {
@@ -51,10 +52,17 @@ std::string sha256_of(const std::string& path) {
 
 }  // namespace
 
-int run_hashes(const HashesOptions& o) {
-  if (xattr(o.mountpoint, "user.wheelhouse.commit").empty()) {
-    std::fprintf(stderr, "wheelhouse: %s is not a wheelhouse-fs mount\n", o.mountpoint.c_str());
-    return kNotOurs;
+int run_hashes(const HashesOptions& options) {
+  auto chosen = choose_mount(options.mountpoint, "wheelhouse hashes --mount DIR");
+  if (!chosen) {
+    std::fprintf(stderr, "wheelhouse: %s\n", chosen.error().message.c_str());
+    return chosen.error().code;
+  }
+  HashesOptions o = options;
+  o.mountpoint = chosen->path;
+  if (auto st = read_status_within(o.mountpoint); !st) {
+    std::fprintf(stderr, "wheelhouse: %s\n", st.error().second.c_str());
+    return st.error().first;
   }
   std::string key = o.target;
   if (key.empty()) {

@@ -26,6 +26,7 @@
 #include "fs/target/caller_targets.h"
 #include "fs/target/key.h"
 #include "tools/cli_commands.h"
+#include "tools/mount_select.h"
 #include "tools/status_reader.h"
 
 namespace whfs::cli {
@@ -52,7 +53,17 @@ std::string xattr_of(const std::string& path, const char* name) {
 bool collect(const PrefetchOptions& o, std::deque<Job>& jobs, int* rc) {
   *rc = kFailed;
   std::vector<std::string> roots;
-  for (const auto& p : o.paths) roots.push_back(p.starts_with("/") ? p : o.mountpoint + "/" + p);
+  // With --target or --current, a bare name is a package of those folders (flash_attn); a
+  // path (with a '/') is a file or folder of the mount.
+  const bool folders_named = !o.targets.empty() || o.current_given;
+  std::vector<std::string> packages = o.current_packages;
+  for (const auto& p : o.paths) {
+    if (folders_named && p.find('/') == std::string::npos) {
+      packages.push_back(p);
+    } else {
+      roots.push_back(p.starts_with("/") ? p : o.mountpoint + "/" + p);
+    }
+  }
   // The folders the packages are taken from: current/ (this process's target) or the named
   // targets (any machine's).
   std::vector<std::string> bases;
@@ -73,8 +84,8 @@ bool collect(const PrefetchOptions& o, std::deque<Job>& jobs, int* rc) {
     bases.push_back(o.mountpoint + "/current");
   }
   for (const auto& base : bases) {
-    if (o.current_packages.empty()) roots.push_back(base);
-    for (const auto& pkg : o.current_packages) roots.push_back(base + "/" + pkg);
+    if (packages.empty()) roots.push_back(base);
+    for (const auto& pkg : packages) roots.push_back(base + "/" + pkg);
   }
   if (roots.empty()) {
     std::fprintf(stderr,
@@ -155,14 +166,21 @@ class RecentRate {
   std::deque<std::pair<Clock::time_point, std::uint64_t>> samples_;
 };
 
-int run_prefetch(const PrefetchOptions& o) {
+int run_prefetch(const PrefetchOptions& options) {
   // Bad input first (a usage error whatever the mount).
-  for (const auto& key : o.targets) {
+  for (const auto& key : options.targets) {
     if (auto k = target::parse_key(key, target::host_platform()); !k) {
       std::fprintf(stderr, "wheelhouse: --target %s: %s\n", key.c_str(), k.error().c_str());
       return kUsage;
     }
   }
+  auto chosen = choose_mount(options.mountpoint, "wheelhouse prefetch --mount DIR");
+  if (!chosen) {
+    std::fprintf(stderr, "wheelhouse: %s\n", chosen.error().message.c_str());
+    return chosen.error().code;
+  }
+  PrefetchOptions o = options;
+  o.mountpoint = chosen->path;
   if (auto st = read_status(o.mountpoint); !st) {
     std::fprintf(stderr, "wheelhouse: %s\n", st.error().second.c_str());
     return st.error().first;

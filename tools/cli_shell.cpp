@@ -1,6 +1,6 @@
-// wheelhouse shell-hook, pip-config, and detect --key through the mount: how an interactive
-// shell, a script and a plain `pip install` reach the right wheels; shell-hook --install and
-// --uninstall: the admin's command that adds the hook to the shells' system-wide rc files.
+// wheelhouse shell-hook: how an interactive shell's own globs of current/ follow the Python it
+// runs; shell-hook --install and --uninstall: the admin's command that adds the hook to the
+// shells' system-wide rc files.
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -18,6 +18,7 @@
 
 #include "fs/common/mounts.h"
 #include "tools/cli_commands.h"
+#include "tools/file_replace.h"
 
 namespace whfs::cli {
 namespace {
@@ -122,111 +123,6 @@ constexpr std::string_view kRcLine =
 constexpr const char* kHookFile = "/etc/profile.d/wheelhouse-fs.sh";
 constexpr const char* kDefaultRcFiles[] = {"/etc/bash.bashrc", "/etc/zsh/zshrc"};
 
-std::string describe_errno(const std::string& what, int err) {
-  return what + ": " + std::strerror(err);
-}
-
-// An rc file as read: its bytes and the identity, owner and mode its replacement keeps. The fd
-// stays open for its extended attributes (ACLs, SELinux label), copied onto the replacement.
-struct RcFile {
-  std::string text;
-  struct stat st {};
-  int fd = -1;
-  RcFile() = default;
-  RcFile(const RcFile&) = delete;
-  RcFile& operator=(const RcFile&) = delete;
-  ~RcFile() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
-// A symbolic link is refused (the file it leads to may be anyone's, and a rename would replace
-// the link), as is a file with hard links (a rename would split them).
-std::optional<std::string> read_rc(const std::string& path, RcFile& rc) {
-  struct stat ls {};
-  if (::lstat(path.c_str(), &ls) != 0) return describe_errno(path, errno);
-  if (S_ISLNK(ls.st_mode)) {
-    std::error_code ec;
-    const auto to = std::filesystem::read_symlink(path, ec);
-    return path + ": a symbolic link (to " + (ec ? std::string("?") : to.string()) +
-           "): name the file itself";
-  }
-  if (!S_ISREG(ls.st_mode)) return path + ": not a regular file";
-  if (ls.st_nlink > 1) {
-    return path + ": has " + std::to_string(ls.st_nlink) +
-           " hard links, which replacing it would split: edit it by hand";
-  }
-  rc.fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (rc.fd < 0) return describe_errno(path, errno);
-  if (::fstat(rc.fd, &rc.st) != 0) return describe_errno(path, errno);
-  if (rc.st.st_dev != ls.st_dev || rc.st.st_ino != ls.st_ino) {
-    return path + ": replaced while being read; run again";
-  }
-  char buf[65536];
-  for (;;) {
-    const ssize_t n = ::read(rc.fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return describe_errno(path, errno);
-    if (n == 0) break;
-    rc.text.append(buf, static_cast<std::size_t>(n));
-  }
-  return std::nullopt;
-}
-
-void copy_xattrs(int from, int to) {
-  std::vector<char> names(65536);
-  const ssize_t n = ::flistxattr(from, names.data(), names.size());
-  if (n <= 0) return;
-  std::vector<char> value(65536);
-  for (ssize_t i = 0; i < n; i += static_cast<ssize_t>(std::strlen(names.data() + i)) + 1) {
-    const char* name = names.data() + i;
-    const ssize_t v = ::fgetxattr(from, name, value.data(), value.size());
-    if (v >= 0) ::fsetxattr(to, name, value.data(), static_cast<std::size_t>(v), 0);
-  }
-}
-
-// Replaces `path` atomically with `text`: a temporary file beside it, with its owner, mode and
-// extended attributes, synced, then renamed over it (a reader sees the old file or the new one).
-std::optional<std::string> replace_rc(const std::string& path, const RcFile& rc,
-                                      const std::string& text) {
-  const std::filesystem::path p(path);
-  const std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
-  std::string tmp = dir + "/." + p.filename().string() + ".wheelhouse-XXXXXX";
-  const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
-  if (fd < 0) return describe_errno(path + ": a file beside it", errno);
-  // what: the step that failed (with errno's text), or the whole message (errno 0).
-  auto fail = [&](const std::string& what, int err) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return err == 0 ? path + ": " + what : describe_errno(path + ": " + what, err);
-  };
-  for (std::size_t done = 0; done < text.size();) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return fail("write", errno);
-    done += static_cast<std::size_t>(n);
-  }
-  if (::fchown(fd, rc.st.st_uid, rc.st.st_gid) != 0) return fail("keep its owner", errno);
-  copy_xattrs(rc.fd, fd);
-  if (::fchmod(fd, rc.st.st_mode & 07777) != 0) return fail("keep its mode", errno);
-  if (::fsync(fd) != 0) return fail("fsync", errno);
-  // Someone else's edit since it was read is not overwritten.
-  struct stat now {};
-  if (::lstat(path.c_str(), &now) != 0 || now.st_dev != rc.st.st_dev ||
-      now.st_ino != rc.st.st_ino || now.st_size != rc.st.st_size ||
-      now.st_mtim.tv_sec != rc.st.st_mtim.tv_sec || now.st_mtim.tv_nsec != rc.st.st_mtim.tv_nsec) {
-    return fail("changed while being edited; run again", 0);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return fail("rename", errno);
-  ::close(fd);
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-  return std::nullopt;
-}
-
 // `text` without the lines that are exactly kRcLine (an admin's own lines stay, even one that
 // ends in the same comment).
 std::string without_hook_line(const std::string& text, bool* found) {
@@ -264,8 +160,8 @@ int run_shell_hook_files(bool install, const std::vector<std::string>& files) {
   }
   int rc_status = kOk;
   for (const auto& path : paths) {
-    RcFile rc;
-    if (auto err = read_rc(path, rc)) {
+    EditedFile rc;
+    if (auto err = read_for_edit(path, rc)) {
       std::fprintf(stderr, "wheelhouse: %s\n", err->c_str());
       rc_status = kFailed;
       continue;
@@ -289,7 +185,7 @@ int run_shell_hook_files(bool install, const std::vector<std::string>& files) {
       }
       done = "removed the hook line";
     }
-    if (auto err = replace_rc(path, rc, text)) {
+    if (auto err = replace_edited(path, rc, text)) {
       std::fprintf(stderr, "wheelhouse: %s\n", err->c_str());
       rc_status = kFailed;
       continue;
@@ -300,36 +196,6 @@ int run_shell_hook_files(bool install, const std::vector<std::string>& files) {
     std::printf("note: %s is missing; the line reads it once the package installs it\n", kHookFile);
   }
   return rc_status;
-}
-
-std::string default_mount(const std::vector<std::string>& mounts) {
-  return mounts.size() == 1 ? mounts.front() : "/mnt/wheelhouse";
-}
-
-int run_pip_config(const std::string& mount_arg) {
-  const std::string mount = mount_arg.empty() ? default_mount(wheelhouse_mounts()) : mount_arg;
-  std::printf(
-      "# wheelhouse-fs: `pip install flash-attn` in any venv takes the wheelhouse's wheel for\n"
-      "# that venv (its Python, torch, CUDA and this machine's GPU). Install as /etc/pip.conf,\n"
-      "# ~/.config/pip/pip.conf, or point PIP_CONFIG_FILE at it.\n"
-      "[global]\n"
-      "find-links = %s/current/all/\n"
-      "# a wheel is preferred to a newer source release, which would compile for hours\n"
-      "prefer-binary = true\n",
-      std::filesystem::path(mount).lexically_normal().string().c_str());
-  return kOk;
-}
-
-Expected<std::string, std::string> key_from_mount(const std::string& mount) {
-  char value[4096];
-  const ssize_t n = ::getxattr(mount.c_str(), "user.wheelhouse.key", value, sizeof value - 1);
-  if (n < 0) {
-    return unexpected(mount + ": " +
-                      (errno == ENODATA || errno == ENOTSUP
-                           ? std::string("not a wheelhouse mount (or one without current/)")
-                           : std::string(std::strerror(errno))));
-  }
-  return std::string(value, static_cast<std::size_t>(n));
 }
 
 }  // namespace whfs::cli

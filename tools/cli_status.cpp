@@ -18,9 +18,9 @@
 #include <string>
 #include <thread>
 
-#include "fs/common/mounts.h"
 #include "fs/common/units.h"
 #include "tools/cli_commands.h"
+#include "tools/mount_select.h"
 #include "tools/status_reader.h"
 
 namespace whfs::cli {
@@ -189,42 +189,13 @@ volatile std::sig_atomic_t g_stop = 0;
 
 }  // namespace
 
-Expected<nlohmann::json, std::pair<int, std::string>> read_status(const std::string& mountpoint) {
-  const char* attr = "user.wheelhouse.status";
-  // The status grows and shrinks between the two calls: retry on ERANGE.
-  for (int tries = 0; tries < 5; ++tries) {
-    const ssize_t n = ::getxattr(mountpoint.c_str(), attr, nullptr, 0);
-    if (n < 0) {
-      const int err = errno;
-      return unexpected(std::pair<int, std::string>(
-          err == ENODATA || err == ENOTSUP || err == ENOENT || err == ENOTDIR ? kNotOurs : kFailed,
-          mountpoint + " is not a wheelhouse-fs mount (" +
-              (err == ENODATA || err == ENOTSUP ? std::string("no status attribute")
-                                                : std::string(std::strerror(err))) +
-              ")"));
-    }
-    std::string buf(static_cast<std::size_t>(n) + 4096, '\0');
-    const ssize_t got = ::getxattr(mountpoint.c_str(), attr, buf.data(), buf.size());
-    if (got < 0 && errno == ERANGE) continue;
-    if (got < 0) {
-      return unexpected(std::pair<int, std::string>(
-          kFailed, "reading the status of " + mountpoint + ": " + std::strerror(errno)));
-    }
-    buf.resize(static_cast<std::size_t>(got));
-    auto j = nlohmann::json::parse(buf, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) {
-      return unexpected(
-          std::pair<int, std::string>(kFailed, mountpoint + " returned a malformed status"));
-    }
-    return j;
-  }
-  return unexpected(std::pair<int, std::string>(
-      kFailed, "reading the status of " + mountpoint + ": it kept changing size"));
-}
-
 int run_status(const std::string& mountpoint_arg, const CommonOptions& o, bool watch) {
-  const std::string mountpoint =
-      mountpoint_arg.empty() ? default_mount(wheelhouse_mounts()) : mountpoint_arg;
+  auto chosen = choose_mount(mountpoint_arg, "wheelhouse status DIR");
+  if (!chosen) {
+    std::fprintf(stderr, "wheelhouse: %s\n", chosen.error().message.c_str());
+    return chosen.error().code;
+  }
+  const std::string mountpoint = chosen->path;
   if (watch) {
     std::signal(SIGINT, [](int) { g_stop = 1; });
     std::signal(SIGTERM, [](int) { g_stop = 1; });

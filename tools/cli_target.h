@@ -10,13 +10,9 @@
 #include "fs/publish/run_check.h"
 #include "fs/publish/torch_symbols.h"
 #include "fs/target/target.h"
+#include "tools/cli_commands.h"
 
 namespace whfs::cli {
-
-struct Failure {
-  int code = 1;
-  std::string message;
-};
 
 struct ResolvedTarget {
   target::Target target;

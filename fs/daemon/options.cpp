@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <set>
 #include <string>
+#include <string_view>
 #include <tuple>
+#include <vector>
 
 #include "fs/common/units.h"
 #include "fs/hub/hub_client.h"
@@ -54,6 +56,52 @@ bool is_fuse_option(const std::string& key) {
       "allow_other", "allow_root", "auto_unmount", "default_permissions", "fsname", "subtype",
       "max_read",    "blkdev",     "blksize"};
   return kFuse.count(key) != 0;
+}
+
+// The options apply_option knows, for the one an unknown option most likely meant.
+constexpr std::string_view kKnownOptions =
+    "revision endpoint token_file log_file metrics metrics_textfile cache_dir cache_upper "
+    "cache_group proxy python cudart arch torch cuda python_tag log_level nocurrent current "
+    "offline streaming insecure_token dumpable nonempty cache_trusted cache_size readahead "
+    "refresh read_timeout stall_timeout caller_timeout connections api_requests debug "
+    "allow_other allow_root auto_unmount default_permissions fsname max_read";
+
+// Levenshtein distance, '-' and '_' alike (cache-dir is cache_dir misspelt).
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  auto same = [](char x, char y) {
+    return x == y || ((x == '_' || x == '-') && (y == '_' || y == '-'));
+  };
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (same(a[i - 1], b[j - 1]) ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// "; did you mean 'cache_dir'?" for "cachedir", else "" (also for a key too long to be a slip).
+std::string did_you_mean(const std::string& key) {
+  if (key.size() > 64) return "";
+  std::string best;
+  std::size_t best_d = key.size() < 5 ? 1 : 2;
+  std::size_t pos = 0;
+  while (pos < kKnownOptions.size()) {
+    const std::size_t end = std::min(kKnownOptions.find(' ', pos), kKnownOptions.size());
+    const std::string known(kKnownOptions.substr(pos, end - pos));
+    pos = end + 1;
+    const std::size_t d = edit_distance(key, known);
+    if (d <= best_d && (best.empty() || d < best_d)) {
+      best = known;
+      best_d = d;
+    }
+  }
+  return best.empty() ? "" : "; did you mean '" + best + "'?";
 }
 
 Expected<void, std::string> apply_option(MountOptions& o, const std::string& item) {
@@ -219,7 +267,7 @@ Expected<void, std::string> apply_option(MountOptions& o, const std::string& ite
     o.fuse_options.push_back(item);
     return {};
   }
-  return unexpected("unknown option '" + shown(key) + "' (see --help)");
+  return unexpected("unknown option '" + shown(key) + "'" + did_you_mean(key) + " (see --help)");
 }
 
 }  // namespace

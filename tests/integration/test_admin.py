@@ -22,6 +22,19 @@ def run(cmd, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120, **kw)
 
 
+# Detaches, in the namespace it runs in, every wheelhouse mount it inherited (mountinfo escapes
+# a space as \040, which printf %b reads back).
+_DETACH_INHERITED = ("awk '/ - fuse\\.wheelhousefs / {print $5}' /proc/self/mountinfo | "
+                     "while read -r m; do umount -l \"$(printf '%b' \"$m\")\" 2>/dev/null; done\n")
+
+
+def in_private_namespace(script, **kw):
+    """sh -c `script` in a mount namespace of its own where no wheelhouse mount of the machine
+    is seen (they are detached there only), for what needs exactly one mount, or none."""
+    return run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                _DETACH_INHERITED + script], **kw)
+
+
 def wheelhouse_mount_count(path):
     with open("/proc/self/mountinfo", encoding="utf-8") as f:
         return sum(1 for line in f if line.split()[4] == path)
@@ -198,11 +211,26 @@ class CacheCommands(MountedTestCase):
             self.assertEqual(r.returncode, 1, r.stderr)
             self.assertIn("no cache in", r.stderr)
             self.assertFalse(os.path.exists(os.path.join(base, "absent")), sub)
-        # The default cache of a user who never mounted is not created either.
+        # The default cache of a user who never mounted is not created either (on a machine
+        # with no mount: else the cache is the mount's).
         home = self.scratch("home2")
-        r = run([CLI, "cache", "stats"], env=dict(os.environ, HOME=home, XDG_CACHE_HOME=home + "/c"))
+        r = in_private_namespace(f"exec {CLI} cache stats",
+                                 env=dict(os.environ, HOME=home, XDG_CACHE_HOME=home + "/c"))
         self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("no cache in", r.stderr)
         self.assertFalse(os.path.exists(home + "/c"))
+
+    def test_options_of_cache_are_taken_after_its_subcommand(self):
+        m = self.mount(options=OVERRIDES)
+        with open(glob.glob(m.path("current/flash_attn/*.whl"))[0], "rb") as f:
+            f.read()
+        for args in (["cache", "stats", "--mount", m.mountpoint, "--json"],
+                     ["cache", "--mount", m.mountpoint, "stats", "--json"],
+                     ["cache", "stats", "--json", "--mount", m.path("flash_attn"),
+                      "--log-level", "debug"]):
+            r = run([CLI] + args)
+            self.assertEqual(r.returncode, 0, (args, r.stderr))
+            self.assertEqual(json.loads(r.stdout)["dir"], m.cache_dir, args)
 
 
 class ExitCodes(MountedTestCase):
@@ -240,6 +268,18 @@ class ExitCodes(MountedTestCase):
             self.assertTrue(r.stderr.strip(), args)
         bogus = run([CLI, "bogus"])
         self.assertIn("unknown command 'bogus'", bogus.stderr)
+        # A misspelt option (or command) names the one meant.
+        r = run([mounttest.BINARY, "-o", "cachedir=x", mnt])
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("unknown option 'cachedir'; did you mean 'cache_dir'?", r.stderr)
+        r = run([CLI, "status", "--jsn"])
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("unknown option '--jsn' for `wheelhouse status`; did you mean --json?",
+                      r.stderr)
+        r = run([CLI, "cache", "stats", "--mnt", mnt])
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("did you mean --mount?", r.stderr)
+        self.assertIn("did you mean mounts?", run([CLI, "mount"]).stderr)
         for prog in (mounttest.BINARY, CLI):
             self.assertIn("Exit status:", run([prog, "--help"]).stdout)
 
