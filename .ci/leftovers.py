@@ -11,7 +11,8 @@ The run's own, by these marks:
 - users and groups: any new one (nothing else on a CI machine makes users during a run);
 - podman: new containers, and new images named localhost/whfs-*;
 - temporary folders: new entries of /tmp and /var/tmp named whfs-*, fakehub-*, fidelity-*,
-  gen_wheelhouse_*, or tmp* folders holding a whfs mount's files.
+  gen_wheelhouse_*, or tmp* folders holding a whfs mount's files; new files of
+  /run/wheelhouse-fs (a daemon's state for the next one on its mount point).
 """
 import json
 import os
@@ -21,6 +22,8 @@ import sys
 
 CHECKOUT = os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 TEMP_ROOTS = ("/tmp", "/var/tmp")
+# Files a daemon keeps for the next one on its mount point (the hooked shells' hints).
+STATE_ROOTS = ("/run/wheelhouse-fs",)
 TEMP_PREFIXES = ("whfs-", "whfs_", "fakehub-", "fidelity-", "gen_wheelhouse_")
 PROGRAMS = {"wheelhousefs", "wheelhouse-csi", "wheelhouse-hint"}
 
@@ -90,7 +93,7 @@ def podman(*args):
 
 def temps():
     out = set()
-    for root in TEMP_ROOTS:
+    for root in TEMP_ROOTS + STATE_ROOTS:
         try:
             entries = os.listdir(root)
         except OSError:
@@ -102,6 +105,8 @@ def temps():
 
 def ours_temp(path):
     base = os.path.basename(path)
+    if os.path.dirname(path) in STATE_ROOTS:
+        return True
     if base.startswith(TEMP_PREFIXES):
         return True
     # A tempfile folder of a test (tmpXXXX) holding a mount's or a cache's files.

@@ -18,7 +18,8 @@ RequestSizer::Config sizes_of(const FetcherConfig& c) {
 
 // The downloads of files: no deadline of their own. They go on while bytes arrive; a
 // connection that moves none for the stall limit is dropped and its range asked again, and a
-// GET that moves nothing for all its tries fails; a reader gives up on them by its patience.
+// GET that moves no byte for request_timeout fails with its cause (ranged_gets.h); a reader
+// gives up on them by its patience.
 constexpr Deadline kNoDeadline = Deadline::max();
 
 }  // namespace
@@ -42,7 +43,7 @@ struct Downloads::Flight {
 Downloads::Downloads(cache::BlockStore& store, hub::HubClient& hub, const FetcherConfig& config,
                      OnComplete on_complete, OnFetched on_fetched)
     : store_(store),
-      gets_(store, hub, sizes_of(config)),
+      gets_(store, hub, sizes_of(config), config.request_timeout),
       config_(config),
       on_complete_(std::move(on_complete)),
       on_fetched_(std::move(on_fetched)) {

@@ -44,9 +44,25 @@ Expected<void, ReadError> RangedGets::counted(const FileContent& c, std::uint64_
       last_count = now;
     }
   };
+  // Each call of the Hub gets `patience_` (its retries included): one that moved no byte in
+  // that time fails with the Hub's cause; one that moved bytes is progress, and the rest is
+  // asked for at once. A slow link is never failed for being slow, a dead one is named.
   const auto t0 = Clock::now();
-  auto got = hub_.stream_range(hub::FileRef{c.commit, c.path, c.size}, offset, length, deadline,
-                               abandon, count);
+  Expected<void, hub::HubError> got;
+  while (true) {
+    const std::uint64_t before = arrived;
+    got = hub_.stream_range(hub::FileRef{c.commit, c.path, c.size}, offset + arrived,
+                            length - arrived, std::min(deadline, Clock::now() + patience_),
+                            abandon, count);
+    if (got || arrived == before || Clock::now() >= deadline) break;
+    if (abandon != nullptr && abandon->cancelled()) break;
+    if (got.error().kind != hub::HubErrorKind::kTimeout &&
+        got.error().kind != hub::HubErrorKind::kUnavailable) {
+      break;
+    }
+    spdlog::debug("{}: {} after {} bytes; asking for the rest", c.path, got.error().describe(),
+                  arrived - before);
+  }
   const auto took = Clock::now() - t0;
   latency_.observe(took);
   if (got) sizer_.observe(length, took);

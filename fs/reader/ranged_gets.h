@@ -26,8 +26,10 @@ class RangedGets {
   // A download is stored in puts of at least this many bytes (whole blocks) as they arrive.
   static constexpr std::uint64_t kStreamPutBytes = 512 << 10;
 
-  RangedGets(cache::BlockStore& store, hub::HubClient& hub, RequestSizer::Config sizes)
-      : store_(store), hub_(hub), sizer_(sizes) {}
+  // `patience`: how long one call of the Hub may move no byte (read_timeout).
+  RangedGets(cache::BlockStore& store, hub::HubClient& hub, RequestSizer::Config sizes,
+             std::chrono::seconds patience)
+      : store_(store), hub_(hub), patience_(patience), sizer_(sizes) {}
 
   // The bytes [offset, offset + buf.size()) into `buf`; `on_fill` as HubClient::read_range's.
   // `abandon` (may be null) ends a GET nobody waits for any more.
@@ -59,6 +61,7 @@ class RangedGets {
 
   cache::BlockStore& store_;
   hub::HubClient& hub_;
+  const std::chrono::seconds patience_;
   std::atomic<std::uint64_t> requests_{0};
   std::atomic<std::uint64_t> bytes_{0};
   std::atomic<std::uint64_t> errors_{0};

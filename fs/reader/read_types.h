@@ -43,10 +43,10 @@ struct FetcherConfig {
   std::uint64_t first_request = 4ull << 20;
   std::chrono::milliseconds request_target{1000};
   Serving serving = Serving::kVerified;
-  // A small GET a caller waits for itself (a wheel's METADATA, a proof of access), however
-  // many retries. The downloads of files have no such limit: they go on while bytes arrive
-  // (a connection that moves none for the stall limit is dropped and its range asked again),
-  // and a read fails when its downloads move no byte for its patience (WaitPolicy).
+  // How long one call of the Hub for bytes may move no byte, however many retries (then it
+  // fails with the Hub's cause); a small GET a caller waits for itself (a wheel's METADATA, a
+  // proof of access) gets this in all. The downloads of files go on while bytes arrive, and a
+  // read fails when its downloads move no byte for its patience (WaitPolicy).
   std::chrono::seconds request_timeout{30};
   // After a content failed verification twice, reads of it fail at once for this long.
   std::chrono::seconds corrupt_quarantine{60};

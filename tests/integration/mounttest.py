@@ -90,7 +90,12 @@ class Mount:
         os.makedirs(self.mountpoint, exist_ok=True)
         self.cache_dir = cache_dir or os.path.join(workdir, "cache")
         self.log_path = os.path.join(workdir, "wheelhousefs.log")
-        opts = [f"endpoint={hub_url}", f"cache_dir={self.cache_dir}"] + list(options)
+        opts = [f"endpoint={hub_url}", f"cache_dir={self.cache_dir}"]
+        # The hooked shells' hints in the test's own folder (the daemon's default is
+        # /run/wheelhouse-fs, the machine's), unless the test names one.
+        if not any(str(o).startswith("state_dir=") for o in options):
+            opts.append(f"state_dir={os.path.join(workdir, 'state')}")
+        opts += list(options)
         cmd = [BINARY, "-o", ",".join(opts), repo, self.mountpoint]
         self.env = dict(os.environ, **(env or {}))
         self.log = open(self.log_path, "ab")

@@ -157,6 +157,8 @@ std::vector<std::string> LinuxSystem::daemon_argv(const VolumeSpec& spec, const 
                                    "cache_dir=" + config_.cache_dir,
                                    "allow_other",
                                    "log_file=" + dir + "/wheelhousefs.log",
+                                   // The pods' hooked shells, for the daemon after a restart.
+                                   "state_dir=" + dir + "/state",
                                    "fsname=wheelhouse-csi:" + spec.repo};
   if (token_file) opts.push_back("token_file=" + dir + "/token");
   // The admin's last: where a key repeats, the daemon takes the last value.

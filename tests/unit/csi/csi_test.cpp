@@ -692,7 +692,7 @@ TEST(LinuxSystemTest, TheDaemonsCommandLineHasTheVolumesOptionsThenTheNodes) {
   EXPECT_EQ(argv[0], "/usr/bin/wheelhousefs");
   EXPECT_EQ(argv[2],
             "endpoint=https://huggingface.co,revision=v1,cache_dir=/var/cache/wheelhouse-fs,"
-            "allow_other,log_file=/state/d/k/wheelhousefs.log,"
+            "allow_other,log_file=/state/d/k/wheelhousefs.log,state_dir=/state/d/k/state,"
             "fsname=wheelhouse-csi:DoctorPopi/python_wheelhouse,token_file=/state/d/k/token,"
             "arch=sm89,cache_size=40G");
   EXPECT_EQ(argv[3], "DoctorPopi/python_wheelhouse");

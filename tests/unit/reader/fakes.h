@@ -261,6 +261,7 @@ class MemoryHub : public hub::HubClient {
       }
     }
     if (fail_midway) {
+      if (down_after_midway) fail = true;  // the link is gone from now on
       return unexpected(
           hub::HubError{hub::HubErrorKind::kUnavailable, "reset midway", 0, "", "", ""});
     }
@@ -288,6 +289,7 @@ class MemoryHub : public hub::HubClient {
   std::atomic<bool> fail{false};
   std::atomic<bool> deny{false};             // 403: this credential may not read the file
   std::atomic<bool> fail_midway{false};      // deliver half of each range, then fail
+  std::atomic<bool> down_after_midway{false};  // ... and every later request fails (fail)
   std::atomic<bool> corrupt{false};          // flip the first byte of the file
   std::atomic<std::int64_t> corrupt_at{-1};  // flip the byte at this offset (-1: none)
   std::atomic<std::chrono::milliseconds> delay{std::chrono::milliseconds(0)};  // per request

@@ -132,7 +132,8 @@ TEST_F(FetcherTest, BlocksAreStoredAsTheyArriveAndABrokenTransferKeepsThem) {
   c.max_request = c.min_request = 4'000'000;  // one range of the whole file
   c.failure_memo = std::chrono::seconds(0);   // the next read tries again at once
   Fetcher f(store, big_hub, testing::public_scope(), c);
-  big_hub.fail_midway = true;  // half of it, then the connection drops
+  big_hub.fail_midway = true;  // half of it, then the connection drops, and the link is down
+  big_hub.down_after_midway = true;
   EXPECT_FALSE(f.ensure(file, {0, 2001}, patience()));
   EXPECT_GE(store.puts.load(), 1);
   // What arrived before the break is stored, byte for byte (a whole number of 512 KiB puts).
@@ -150,6 +151,7 @@ TEST_F(FetcherTest, BlocksAreStoredAsTheyArriveAndABrokenTransferKeepsThem) {
   EXPECT_LE(kept * std::uint64_t{kBlock}, big.size() / 2);
   // The next read asks only for what is missing.
   big_hub.fail_midway = false;
+  big_hub.fail = false;
   const int puts_before = store.puts.load();
   auto again = f.ensure(file, {0, 2001}, patience());
   ASSERT_TRUE(again) << again.error().message;
