@@ -68,12 +68,12 @@ cmd=${1:-test}
 shift || true
 case $cmd in
   build)
-    tools/setup.sh
+    tools/dev/setup.sh
     configure_and_build build
     ;;
   test)
     trap print_steps EXIT
-    timed "setup (tools/setup.sh --tests)" tools/setup.sh --tests
+    timed "setup (tools/dev/setup.sh --tests)" tools/dev/setup.sh --tests
     timed "build" configure_and_build build
     rm -f build/ctest-junit*.xml
     if (($#)); then
@@ -97,7 +97,7 @@ case $cmd in
     ;;
   soak-tests)
     rounds=${1:?usage: dev.sh soak-tests N}
-    tools/setup.sh --tests
+    tools/dev/setup.sh --tests
     command -v stress-ng >/dev/null || apt-get install -y -qq --no-install-recommends stress-ng >/dev/null
     configure_and_build build
     soak=build/soak
@@ -115,10 +115,10 @@ case $cmd in
       wait "$loader" 2>/dev/null || true
       grep -E '^[0-9]+% tests passed' "$soak/round-$i.log" || tail -n 3 "$soak/round-$i.log"
     done
-    exec python3 tools/soak_report.py "$soak" "$rounds"
+    exec python3 tools/dev/soak_report.py "$soak" "$rounds"
     ;;
   clean-images)
-    tools/setup.sh --tests >/dev/null
+    tools/dev/setup.sh --tests >/dev/null
     export CONTAINERS_CONF=${CONTAINERS_CONF:-$src/build/podman/containers.conf}
     [[ -f $CONTAINERS_CONF ]] || unset CONTAINERS_CONF
     mapfile -t images < <(podman images --format '{{.Repository}}:{{.Tag}}' 2>/dev/null |
@@ -132,7 +132,7 @@ case $cmd in
   sanitize)
     kind=${1:?usage: dev.sh sanitize address|thread [ctest args]}
     shift
-    tools/setup.sh --tests
+    tools/dev/setup.sh --tests
     trap print_steps EXIT
     if [[ $kind == address ]]; then
       # ASan+UBSan: the one clang build the fuzzers use too (build-asan/).
@@ -155,7 +155,7 @@ case $cmd in
     ;;
   fuzz)
     secs=${1:-60}
-    tools/setup.sh --tests
+    tools/dev/setup.sh --tests
     fuzzers=()
     for f in tests/fuzz/*_fuzz.cpp; do fuzzers+=("$(basename "$f" .cpp)"); done
     configure_asan
@@ -190,14 +190,14 @@ case $cmd in
     ((failed == 0)) || exit 1
     ;;
   demo)
-    tools/setup.sh --demo
+    tools/dev/setup.sh --demo
     configure_and_build build
-    exec tools/demo.sh "$@"
+    exec tools/dev/demo.sh "$@"
     ;;
   mount)
     repo=${1:-DoctorPopi/python_wheelhouse}
     dir=${2:-/mnt/wheelhouse}
-    tools/setup.sh
+    tools/dev/setup.sh
     configure_and_build build
     if [[ ! -x build/fs/wheelhousefs ]]; then
       echo "dev.sh: build/fs/wheelhousefs is missing after the build (see its output above)" >&2

@@ -4,9 +4,9 @@
 
 #include <string>
 
-#include "fs/daemon/options.h"
-#include "fs/target/caller_targets.h"
-#include "fs/target/gpu_probe.h"
+#include "fs/config/options.h"
+#include "fs/targeting/caller_targets.h"
+#include "fs/targeting/gpu_probe.h"
 
 namespace whfs {
 

@@ -31,8 +31,8 @@
 #include "fs/common/log.h"
 #include "fs/common/mounts.h"
 #include "fs/common/version.h"
+#include "fs/config/options.h"
 #include "fs/daemon/mount_app.h"
-#include "fs/daemon/options.h"
 #include "fs/metrics/metrics.h"
 
 #ifdef WHFS_HAVE_SYSTEMD

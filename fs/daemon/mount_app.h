@@ -7,7 +7,7 @@
 #include <functional>
 #include <string>
 
-#include "fs/daemon/options.h"
+#include "fs/config/options.h"
 
 namespace whfs {
 

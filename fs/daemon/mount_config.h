@@ -7,7 +7,7 @@
 
 #include "cache/block_cache.h"
 #include "fs/common/expected.h"
-#include "fs/daemon/options.h"
+#include "fs/config/options.h"
 #include "fs/fuse/fuse_mount.h"
 #include "fs/hub/hub_client.h"
 #include "fs/reader/reader.h"

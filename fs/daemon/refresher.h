@@ -15,12 +15,12 @@
 #include <vector>
 
 #include "cache/block_cache.h"
+#include "fs/config/options.h"
 #include "fs/daemon/commit_at_mount.h"
-#include "fs/daemon/options.h"
 #include "fs/fuse/fuse_mount.h"
 #include "fs/hub/hub_client.h"
 #include "fs/namespace/namespace.h"
-#include "fs/target/caller_targets.h"
+#include "fs/targeting/caller_targets.h"
 #include "fs/vfs/filesystem.h"
 
 namespace whfs {

@@ -7,8 +7,8 @@
 
 #include "fs/common/log.h"
 #include "fs/common/version.h"
+#include "fs/config/stats_json.h"
 #include "fs/daemon/mount_config.h"
-#include "fs/daemon/stats_json.h"
 
 namespace whfs {
 

@@ -7,13 +7,13 @@
 #include <string>
 
 #include "cache/block_cache.h"
+#include "fs/config/options.h"
 #include "fs/daemon/commit_at_mount.h"
-#include "fs/daemon/options.h"
 #include "fs/daemon/refresher.h"
 #include "fs/hub/hub_client.h"
 #include "fs/namespace/namespace.h"
 #include "fs/reader/reader.h"
-#include "fs/target/caller_targets.h"
+#include "fs/targeting/caller_targets.h"
 #include "fs/wheel/wheel_metadata.h"
 
 namespace whfs {

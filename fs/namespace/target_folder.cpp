@@ -7,8 +7,8 @@
 
 #include "fs/common/hash.h"
 #include "fs/namespace/index_pages.h"
-#include "fs/target/policy.h"
-#include "fs/target/wheel_name.h"
+#include "fs/targeting/policy.h"
+#include "fs/targeting/wheel_name.h"
 
 namespace whfs::ns {
 namespace {

@@ -1,6 +1,6 @@
 #pragma once
 // One folder of targets/: the wheels that run on one target. For each package folder of the
-// remote tree, the policy (fs/target/policy.h) picks one arch/torch folder for the target, and
+// remote tree, the policy (fs/targeting/policy.h) picks one arch/torch folder for the target, and
 // of its wheels the one pip would install for the target Python (exactly one per project, so
 // `pip install <folder>/<pkg>/*.whl` gets one installable wheel). Each entry shows the same
 // content as its source (same cache blocks, and one inode for one wheel in every folder); its
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "fs/namespace/namespace.h"
-#include "fs/target/target.h"
+#include "fs/targeting/target.h"
 
 namespace whfs::ns {
 

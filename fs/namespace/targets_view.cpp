@@ -7,7 +7,7 @@
 #include <set>
 
 #include "fs/namespace/target_folder.h"
-#include "fs/target/target.h"
+#include "fs/targeting/target.h"
 
 namespace whfs::ns {
 

@@ -1,5 +1,5 @@
 #pragma once
-// The synthetic top of the mount: targets/<key>/ for any target key (fs/target/key.h), made
+// The synthetic top of the mount: targets/<key>/ for any target key (fs/targeting/key.h), made
 // when first looked up, and `current`, a symbolic link to the folder of whoever follows it.
 //
 //   current -> targets/sm89-torch2.9-cu128-cp312     (for a process in a 3.12 venv)
@@ -20,7 +20,7 @@
 
 #include "fs/namespace/namespace.h"
 #include "fs/namespace/target_folder.h"
-#include "fs/target/key.h"
+#include "fs/targeting/key.h"
 
 namespace whfs::ns {
 

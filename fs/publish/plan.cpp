@@ -1,7 +1,7 @@
 #include "fs/publish/plan.h"
 
 #include "fs/publish/local_version.h"
-#include "fs/target/tags.h"
+#include "fs/targeting/tags.h"
 
 namespace whfs::publish {
 namespace {

@@ -16,7 +16,7 @@
 #include "fs/common/expected.h"
 #include "fs/common/remote_entry.h"
 #include "fs/publish/wheel_check.h"
-#include "fs/target/target.h"
+#include "fs/targeting/target.h"
 
 namespace whfs::publish {
 

@@ -4,7 +4,7 @@
 #include <set>
 
 #include "fs/common/text.h"
-#include "fs/target/target.h"
+#include "fs/targeting/target.h"
 
 namespace whfs::publish {
 namespace {

@@ -23,7 +23,7 @@
 #include "fs/common/expected.h"
 #include "fs/publish/local_zip.h"
 #include "fs/publish/torch_symbols.h"
-#include "fs/target/policy.h"
+#include "fs/targeting/policy.h"
 #include "fs/wheel/fatbin.h"
 
 namespace whfs::publish {

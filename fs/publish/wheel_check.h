@@ -13,7 +13,7 @@
 
 #include "fs/common/expected.h"
 #include "fs/publish/checked_file.h"
-#include "fs/target/wheel_name.h"
+#include "fs/targeting/wheel_name.h"
 
 namespace whfs::publish {
 

@@ -1,10 +1,10 @@
 #pragma once
 // The per-caller answers of the mount (Filesystem's CallerViews) from the targets of the
-// processes that ask (fs/target/caller_targets.h).
+// processes that ask (fs/targeting/caller_targets.h).
 
 #include <string>
 
-#include "fs/target/caller_targets.h"
+#include "fs/targeting/caller_targets.h"
 #include "fs/vfs/filesystem.h"
 
 namespace whfs {

@@ -7,7 +7,7 @@
 #include "fs/common/base64.h"
 #include "fs/common/hash.h"
 #include "fs/common/text.h"
-#include "fs/target/wheel_name.h"
+#include "fs/targeting/wheel_name.h"
 #include "fs/wheel/record.h"
 #include "fs/wheel/zip.h"
 

@@ -38,9 +38,9 @@ class OfficialClientFidelity(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         if shutil.which("node") is None:
-            raise AssertionError("node is not installed: run tools/setup.sh (it installs nodejs)")
+            raise AssertionError("node is not installed: run tools/dev/setup.sh (it installs nodejs)")
         if not os.path.isdir(os.path.join(FIDELITY, "node_modules", "@huggingface", "hub")):
-            raise AssertionError("@huggingface/hub is not installed: run tools/setup.sh "
+            raise AssertionError("@huggingface/hub is not installed: run tools/dev/setup.sh "
                                  "(npm ci in tests/fakehub/fidelity)")
         cls.data = testdata.dataset("small")
         with open(os.path.join(cls.data, "manifest.json"), encoding="utf-8") as f:

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "fs/daemon/options.h"
+#include "fs/config/options.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::vector<std::string> args;

@@ -10,11 +10,11 @@
 #include <string>
 #include <string_view>
 
-#include "fs/target/gpu_probe.h"
-#include "fs/target/key.h"
-#include "fs/target/python_layout.h"
-#include "fs/target/target.h"
-#include "fs/target/torch_probe.h"
+#include "fs/targeting/gpu_probe.h"
+#include "fs/targeting/key.h"
+#include "fs/targeting/python_layout.h"
+#include "fs/targeting/target.h"
+#include "fs/targeting/torch_probe.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace whfs::target;

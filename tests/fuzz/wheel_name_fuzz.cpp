@@ -9,11 +9,11 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "fs/target/pep440.h"
-#include "fs/target/policy.h"
-#include "fs/target/tags.h"
-#include "fs/target/target.h"
-#include "fs/target/wheel_name.h"
+#include "fs/targeting/pep440.h"
+#include "fs/targeting/policy.h"
+#include "fs/targeting/tags.h"
+#include "fs/targeting/target.h"
+#include "fs/targeting/wheel_name.h"
 
 namespace {
 

@@ -47,7 +47,7 @@ def usable():
         return False, "the podman tests run rootful podman: run them as root"
     for prog in ("podman", "runc", "debootstrap"):
         if shutil.which(prog) is None:
-            return False, f"{prog} is not installed (tools/setup.sh --tests installs it)"
+            return False, f"{prog} is not installed (tools/dev/setup.sh --tests installs it)"
     _conf()
     r = subprocess.run(["podman", "info", "--format", "{{.Host.OCIRuntime.Name}}"], env=ENV,
                        capture_output=True, text=True, timeout=120)

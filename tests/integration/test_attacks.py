@@ -25,7 +25,7 @@ import sysusers
 from mounttest import MountedTestCase, sha256_file, wait_for
 from test_callers import TAG, activated, real_venv
 
-FAKE_CUDART = os.path.join(mounttest.BUILD_DIR, "tests", "unit", "target", "libfake_cudart.so")
+FAKE_CUDART = os.path.join(mounttest.BUILD_DIR, "tests", "unit", "targeting", "libfake_cudart.so")
 HELPER = os.path.join(mounttest.BUILD_DIR, "tests", "unit", "cache", "cache_test_helper")
 HINT = os.path.join(mounttest.BUILD_DIR, "tools", "wheelhouse-hint")
 GPUS = {"FAKE_CUDA_DEVICES": "8.9"}

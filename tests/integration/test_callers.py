@@ -19,7 +19,7 @@ import time
 import mounttest
 from mounttest import MountedTestCase, wait_for
 
-FAKE_CUDART = os.path.join(mounttest.BUILD_DIR, "tests", "unit", "target", "libfake_cudart.so")
+FAKE_CUDART = os.path.join(mounttest.BUILD_DIR, "tests", "unit", "targeting", "libfake_cudart.so")
 PYTHON = os.path.realpath(sys.executable)  # the real interpreter binary (python3.11)
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 TAG = f"cp{sys.version_info.major}{sys.version_info.minor}"

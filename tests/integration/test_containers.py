@@ -26,7 +26,7 @@ import podman_images as images
 from mounttest import REPO, MountedTestCase
 from test_shared_cache import cdn_bytes
 
-FAKE_CUDART = os.path.join(mounttest.BUILD_DIR, "tests", "unit", "target", "libfake_cudart.so")
+FAKE_CUDART = os.path.join(mounttest.BUILD_DIR, "tests", "unit", "targeting", "libfake_cudart.so")
 GPUS = {"FAKE_CUDA_DEVICES": "8.9,8.6"}  # device 0 is sm89, device 1 is sm86
 WHEEL = "flash_attn-2.8.3+cu128torch{t}-cp311-cp311-linux_x86_64.whl"
 HASH_SCRIPT = ("import hashlib,sys\nfor p in sys.argv[1:]:\n h=hashlib.sha256()\n"

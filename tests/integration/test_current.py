@@ -11,7 +11,7 @@ import sys
 import mounttest
 from mounttest import MountedTestCase, sha256_file, wait_for
 
-FAKE_CUDART = os.path.join(mounttest.BUILD_DIR, "tests", "unit", "target", "libfake_cudart.so")
+FAKE_CUDART = os.path.join(mounttest.BUILD_DIR, "tests", "unit", "targeting", "libfake_cudart.so")
 PY_TAG = f"cp{sys.version_info.major}{sys.version_info.minor}"
 
 

@@ -24,7 +24,7 @@ UNIT = os.path.join(SOURCE_DIR, "systemd", "wheelhousefs@.service")
 class SystemdUnit(unittest.TestCase):
     def test_template_unit_verifies_cleanly(self):
         if shutil.which("systemd-analyze") is None:
-            self.fail("systemd-analyze is missing: tools/setup.sh --tests installs systemd")
+            self.fail("systemd-analyze is missing: tools/dev/setup.sh --tests installs systemd")
         with tempfile.TemporaryDirectory() as d:
             # An instance of the template, with the freshly built daemon where the package puts it.
             inst = os.path.join(d, "wheelhousefs@mnt-wheelhouse.service")
@@ -117,7 +117,7 @@ class DebianPackage(unittest.TestCase):
 
     def test_lintian_reports_no_error(self):
         if shutil.which("lintian") is None:
-            self.fail("lintian is missing: tools/setup.sh --tests installs it")
+            self.fail("lintian is missing: tools/dev/setup.sh --tests installs it")
         r = subprocess.run(["lintian", "--allow-root", self.deb], capture_output=True, text=True,
                            timeout=600)
         tags = [line for line in r.stdout.splitlines() if line[:2] in ("E:", "W:", "I:")]

@@ -25,7 +25,7 @@ import gen_wheelhouse  # noqa: E402  (tests/fakehub is on the path once mounttes
 from fakehub_ctl import FakeHub, wait_for  # noqa: E402
 
 WHEELHOUSE = os.path.join(mounttest.BUILD_DIR, "tools", "wheelhouse")
-FAKE_CUDART = os.path.join(mounttest.BUILD_DIR, "tests", "unit", "target", "libfake_cudart.so")
+FAKE_CUDART = os.path.join(mounttest.BUILD_DIR, "tests", "unit", "targeting", "libfake_cudart.so")
 PY_TAG = f"cp{sys.version_info.major}{sys.version_info.minor}"
 TAG = f"{PY_TAG}-{PY_TAG}-linux_x86_64"
 KEY = f"sm89-torch2.9-cu128-{PY_TAG}"

@@ -28,10 +28,10 @@ from test_callers import PY, PYTHON, TAG, fake_torch, layout_venv, real_venv
 
 try:
     import pexpect
-except ImportError:  # tools/setup.sh --tests installs python3-pexpect
+except ImportError:  # tools/dev/setup.sh --tests installs python3-pexpect
     pexpect = None
 
-FAKE_CUDART = os.path.join(mounttest.BUILD_DIR, "tests", "unit", "target", "libfake_cudart.so")
+FAKE_CUDART = os.path.join(mounttest.BUILD_DIR, "tests", "unit", "targeting", "libfake_cudart.so")
 CLI = os.path.join(mounttest.BUILD_DIR, "tools", "wheelhouse")
 HINT = os.path.join(mounttest.BUILD_DIR, "tools", "wheelhouse-hint")
 GPUS = {"FAKE_CUDA_DEVICES": "8.9"}

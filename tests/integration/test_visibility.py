@@ -24,17 +24,17 @@ from mounttest import MountedTestCase, sha256_file, wait_for
 
 try:
     import pexpect
-except ImportError:  # tools/setup.sh --tests installs python3-pexpect
+except ImportError:  # tools/dev/setup.sh --tests installs python3-pexpect
     pexpect = None
 
 CLI = os.path.join(mounttest.BUILD_DIR, "tools", "wheelhouse")
 
 
 def need(tool):
-    """A tool tools/setup.sh --tests installs: its absence is a setup error, not a skip."""
+    """A tool tools/dev/setup.sh --tests installs: its absence is a setup error, not a skip."""
     path = shutil.which(tool)
     if path is None:
-        raise AssertionError(f"{tool} is not installed (tools/setup.sh --tests installs it)")
+        raise AssertionError(f"{tool} is not installed (tools/dev/setup.sh --tests installs it)")
     return path
 
 
@@ -432,7 +432,7 @@ class PrefetchProgress(MountedTestCase):
 
     def test_progress_moves_every_second(self):
         if pexpect is None:
-            raise AssertionError("python3-pexpect is not installed (tools/setup.sh --tests)")
+            raise AssertionError("python3-pexpect is not installed (tools/dev/setup.sh --tests)")
         big = self.manifest["big_file"]
         size = self.manifest["files"][big]["size"]
         self.hub.config(rate="512k")

@@ -1,4 +1,4 @@
-#include "fs/daemon/options.h"
+#include "fs/config/options.h"
 
 #include <gtest/gtest.h>
 
