@@ -52,8 +52,8 @@ Expected<void, ReadError> RangedGets::counted(const FileContent& c, std::uint64_
   while (true) {
     const std::uint64_t before = arrived;
     got = hub_.stream_range(hub::FileRef{c.commit, c.path, c.size}, offset + arrived,
-                            length - arrived, std::min(deadline, Clock::now() + patience_),
-                            abandon, count);
+                            length - arrived, std::min(deadline, Clock::now() + patience_), abandon,
+                            count);
     if (got || arrived == before || Clock::now() >= deadline) break;
     if (abandon != nullptr && abandon->cancelled()) break;
     if (got.error().kind != hub::HubErrorKind::kTimeout &&

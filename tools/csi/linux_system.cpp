@@ -152,14 +152,11 @@ void unmount_all(const std::string& mnt) {
 
 std::vector<std::string> LinuxSystem::daemon_argv(const VolumeSpec& spec, const std::string& dir,
                                                   const std::string& mnt, bool token_file) const {
-  std::vector<std::string> opts = {"endpoint=" + spec.endpoint,
-                                   "revision=" + spec.revision,
-                                   "cache_dir=" + config_.cache_dir,
-                                   "allow_other",
-                                   "log_file=" + dir + "/wheelhousefs.log",
-                                   // The pods' hooked shells, for the daemon after a restart.
-                                   "state_dir=" + dir + "/state",
-                                   "fsname=wheelhouse-csi:" + spec.repo};
+  std::vector<std::string> opts = {
+      "endpoint=" + spec.endpoint, "revision=" + spec.revision, "cache_dir=" + config_.cache_dir,
+      "allow_other", "log_file=" + dir + "/wheelhousefs.log",
+      // The pods' hooked shells, for the daemon after a restart.
+      "state_dir=" + dir + "/state", "fsname=wheelhouse-csi:" + spec.repo};
   if (token_file) opts.push_back("token_file=" + dir + "/token");
   // The admin's last: where a key repeats, the daemon takes the last value.
   opts.insert(opts.end(), spec.options.begin(), spec.options.end());

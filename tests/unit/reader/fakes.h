@@ -287,11 +287,11 @@ class MemoryHub : public hub::HubClient {
   std::atomic<int> calls{0};
   std::atomic<int> abandoned{0};  // calls that ended because nobody wanted them any more
   std::atomic<bool> fail{false};
-  std::atomic<bool> deny{false};             // 403: this credential may not read the file
-  std::atomic<bool> fail_midway{false};      // deliver half of each range, then fail
+  std::atomic<bool> deny{false};               // 403: this credential may not read the file
+  std::atomic<bool> fail_midway{false};        // deliver half of each range, then fail
   std::atomic<bool> down_after_midway{false};  // ... and every later request fails (fail)
-  std::atomic<bool> corrupt{false};          // flip the first byte of the file
-  std::atomic<std::int64_t> corrupt_at{-1};  // flip the byte at this offset (-1: none)
+  std::atomic<bool> corrupt{false};            // flip the first byte of the file
+  std::atomic<std::int64_t> corrupt_at{-1};    // flip the byte at this offset (-1: none)
   std::atomic<std::chrono::milliseconds> delay{std::chrono::milliseconds(0)};  // per request
   // A slow link: the body arrives in pieces of `fill_piece` bytes, `piece_delay` apart.
   std::atomic<std::size_t> fill_piece{kFillPiece};
