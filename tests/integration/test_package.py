@@ -38,8 +38,8 @@ class SystemdUnit(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertEqual(r.stderr.strip(), "", "systemd-analyze warned")
         for key in ("Type=notify", "Restart=on-failure", "CacheDirectory=wheelhouse-fs",
-                    "LoadCredential=hf-token:", "OOMPolicy=continue", "NoNewPrivileges=yes",
-                    "ExecReload=/bin/kill -HUP $MAINPID"):
+                    "Environment=HF_TOKEN_PATH=/etc/wheelhouse-fs/token", "OOMPolicy=continue",
+                    "NoNewPrivileges=yes", "ExecReload=/bin/kill -HUP $MAINPID"):
             self.assertIn(key, text)
 
 
