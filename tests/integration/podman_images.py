@@ -1,12 +1,13 @@
 """Container images for the podman tests, made here without a registry.
 
-The base is a debootstrap minbase root of Debian 12 with python3, python3-venv and every
-package this build's .deb depends on, and a venv at /opt/venv (pip from Debian's wheel), made
-once per dependency list and `podman import`ed. On it, `podman build` layers of COPY and ENV
-only (no RUN: nothing runs at build time): the .deb's files, a torch of a given version in the
-venv, a warm cache. Images are named localhost/whfs-test-*:<hash of what is in them>, so a
-second run reuses them. Rootful podman with runc and cgroupfs, and no default ulimits (what
-works on these machines), from a containers.conf of the tests' own (CONTAINERS_CONF).
+The base is a debootstrap minbase root of Debian 12 with python3, python3-venv, systemd (for
+the tests that boot it as PID 1) and every package this build's .deb depends on, and a venv at
+/opt/venv (pip from Debian's wheel), made once per dependency list and `podman import`ed. On
+it, `podman build` layers of COPY and ENV only (no RUN: nothing runs at build time): the .deb's
+files, a torch of a given version in the venv, a warm cache. Images are named
+localhost/whfs-test-*:<hash of what is in them>, so a second run reuses them. Rootful podman
+with runc and cgroupfs, and no default ulimits (what works on these machines), from a
+containers.conf of the tests' own (CONTAINERS_CONF).
 """
 import atexit
 import fcntl
@@ -87,15 +88,17 @@ def _exists(tag):
     return podman("image", "exists", tag, check=False).returncode == 0
 
 
-def build_deb():
+def build_deb(version=None):
     """This build's .deb (cpack), in a folder of this test program's own (removed at its exit);
-    one cpack at a time (the test programs run in parallel, and cpack stages in the build)."""
+    one cpack at a time (the test programs run in parallel, and cpack stages in the build).
+    `version` (e.g. "0.1.1") packages the same files as that version, for an upgrade."""
     os.makedirs(WORK, exist_ok=True)
     out = tempfile.mkdtemp(prefix="deb-", dir=WORK)
     atexit.register(shutil.rmtree, out, True)
+    override = ["-D", f"CPACK_PACKAGE_VERSION={version}"] if version else []
 
     def make():
-        r = subprocess.run(["cpack", "-G", "DEB", "-B", out], cwd=mounttest.BUILD_DIR,
+        r = subprocess.run(["cpack", "-G", "DEB", "-B", out, *override], cwd=mounttest.BUILD_DIR,
                            capture_output=True, text=True, timeout=600)
         assert r.returncode == 0, f"cpack failed:\n{r.stdout}\n{r.stderr}"
         debs = [os.path.join(out, f) for f in os.listdir(out) if f.endswith(".deb")]
@@ -109,19 +112,23 @@ def _packages(deb):
     """The .deb's Depends as real package names (a virtual one becomes its provider)."""
     depends = subprocess.run(["dpkg-deb", "-f", deb, "Depends"], capture_output=True, text=True,
                              check=True).stdout
+    wanted = [n for n in (item.split("|")[0].split("(")[0].strip() for item in depends.split(","))
+              if n]
+    # One apt-cache for all (each run loads the cache: about half a second): a virtual name is
+    # left out of its answer.
+    show = subprocess.run(["apt-cache", "show", "--no-all-versions", *wanted],
+                          capture_output=True, text=True)
+    real = set(re.findall(r"^Package: (\S+)$", show.stdout, re.M))
     names = []
-    for item in depends.split(","):
-        name = item.split("|")[0].split("(")[0].strip()
-        if not name:
-            continue
-        show = subprocess.run(["apt-cache", "show", "--no-all-versions", name],
-                              capture_output=True, text=True)
-        if show.returncode != 0 or not show.stdout.strip():
+    for name in wanted:
+        if name not in real:
             pkg = subprocess.run(["apt-cache", "showpkg", name], capture_output=True, text=True)
             tail = pkg.stdout.split("Reverse Provides:", 1)[-1].split()
             name = tail[0] if tail else name
         names.append(name)
-    return sorted(set(names + ["python3", "python3-venv"]))
+    # systemd: the base serves tests that boot it as PID 1 too (test_systemd.py); a container
+    # that runs another command never starts it.
+    return sorted(set(names + ["python3", "python3-venv", "systemd"]))
 
 
 def base_image(deb):
@@ -220,11 +227,12 @@ VENV_ENV = {
 }
 
 
-def venv_image(pkg_image, torch, cuda):
-    """`pkg_image` whose /opt/venv (on PATH, as an activated venv) has torch `torch`."""
+def venv_image(pkg_image, torch, cuda, env=VENV_ENV):
+    """`pkg_image` whose /opt/venv has torch `torch`: on PATH, as an activated venv, unless
+    `env` says otherwise ({}: a venv to activate)."""
     src = torch_files(torch, cuda)
     try:
-        return layered(pkg_image, [(src, f"{PY_SITE}/torch")], env=VENV_ENV, name="venv")
+        return layered(pkg_image, [(src, f"{PY_SITE}/torch")], env=env, name="venv")
     finally:
         shutil.rmtree(os.path.dirname(src), ignore_errors=True)
 

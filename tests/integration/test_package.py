@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Packaging and units: `systemd-analyze verify` on the template unit; the .deb that CPack
+"""Packaging and units: `systemd-analyze verify` on the units; the .deb that CPack
 builds: its contents, its Debian dependencies, lintian, its copyright and changelog, maintainer
 scripts that edit no other package's file, and its programs run from a scratch root it is
 unpacked into; `wheelhouse shell-hook --install/--uninstall` on rc files of a scratch folder."""
@@ -18,29 +18,51 @@ BUILD_DIR = os.environ.get("WHFS_BUILD_DIR", os.path.join(SOURCE_DIR, "build"))
 CLI = os.path.join(BUILD_DIR, "tools", "wheelhouse")
 HOOK_LINE = ("[ -r /etc/profile.d/wheelhouse-fs.sh ] && . /etc/profile.d/wheelhouse-fs.sh"
              "  # wheelhouse-fs")
-UNIT = os.path.join(SOURCE_DIR, "systemd", "wheelhousefs@.service")
+SYSTEMD = os.path.join(SOURCE_DIR, "systemd")
+UNIT = os.path.join(SYSTEMD, "wheelhousefs@.service")
 
 
 class SystemdUnit(unittest.TestCase):
-    def test_template_unit_verifies_cleanly(self):
+    def test_units_verify_cleanly(self):
+        """The templates (instances of them) and the automount's units; test_systemd.py runs
+        them under systemd."""
         if shutil.which("systemd-analyze") is None:
             self.fail("systemd-analyze is missing: tools/dev/setup.sh --tests installs systemd")
+        texts = {}
         with tempfile.TemporaryDirectory() as d:
-            # An instance of the template, with the freshly built daemon where the package puts it.
-            inst = os.path.join(d, "wheelhousefs@mnt-wheelhouse.service")
-            with open(UNIT, encoding="utf-8") as f:
-                text = f.read().replace("/usr/bin/wheelhousefs",
-                                        os.path.join(BUILD_DIR, "fs", "wheelhousefs"))
-            with open(inst, "w", encoding="utf-8") as f:
-                f.write(text)
-            r = subprocess.run(["systemd-analyze", "verify", inst], capture_output=True, text=True,
-                               cwd=d, timeout=120)
-            self.assertEqual(r.returncode, 0, r.stderr)
-            self.assertEqual(r.stderr.strip(), "", "systemd-analyze warned")
-        for key in ("Type=notify", "Restart=on-failure", "CacheDirectory=wheelhouse-fs",
-                    "LoadCredential=hf-token:", "OOMPolicy=continue", "NoNewPrivileges=yes",
-                    "ExecReload=/bin/kill -HUP $MAINPID"):
-            self.assertIn(key, text)
+            # The freshly built daemon where the package puts it.
+            for src, name in (("wheelhousefs@.service", "wheelhousefs@mnt-wheelhouse.service"),
+                              ("wheelhousefs-automount@.service",
+                               "wheelhousefs-automount@mnt-wheelhouse.service"),
+                              ("mnt-wheelhouse.mount", "mnt-wheelhouse.mount"),
+                              ("mnt-wheelhouse.automount", "mnt-wheelhouse.automount")):
+                with open(os.path.join(SYSTEMD, src), encoding="utf-8") as f:
+                    texts[src] = f.read()
+                with open(os.path.join(d, name), "w", encoding="utf-8") as f:
+                    f.write(texts[src].replace("/usr/bin/wheelhousefs",
+                                               os.path.join(BUILD_DIR, "fs", "wheelhousefs")))
+            for name in sorted(os.listdir(d)):
+                r = subprocess.run(["systemd-analyze", "verify", name], capture_output=True,
+                                   text=True, cwd=d, timeout=120)
+                self.assertEqual(r.returncode, 0, name + ": " + r.stderr)
+                self.assertEqual(r.stderr.strip(), "", f"systemd-analyze warned on {name}")
+        for src in ("wheelhousefs@.service", "wheelhousefs-automount@.service"):
+            for key in ("Type=notify", "Restart=on-failure", "CacheDirectory=wheelhouse-fs",
+                        "Environment=HF_TOKEN_PATH=/etc/wheelhouse-fs/token",
+                        "OOMPolicy=continue", "NoNewPrivileges=yes",
+                        "ExecReload=/bin/kill -HUP $MAINPID"):
+                self.assertIn(key, texts[src], src)
+
+    def test_the_automounts_daemon_is_the_boot_units_but_for_where_it_mounts(self):
+        def settings(name):
+            with open(os.path.join(SYSTEMD, name), encoding="utf-8") as f:
+                lines = [ln for ln in f.read().split("[Install]")[0].splitlines()
+                         if ln and not ln.startswith("#")]
+            return [ln for ln in lines if not ln.startswith(("Description=", "ExecStart"))]
+        boot = settings("wheelhousefs@.service")
+        auto = settings("wheelhousefs-automount@.service")
+        self.assertEqual(sorted(set(boot) - set(auto)), ["Before=remote-fs.target"])
+        self.assertEqual(sorted(set(auto) - set(boot)), ["Conflicts=wheelhousefs@%i.service"])
 
 
 class DebianPackage(unittest.TestCase):
@@ -64,6 +86,9 @@ class DebianPackage(unittest.TestCase):
                                  check=True).stdout
         for path in ("./usr/bin/wheelhousefs", "./usr/bin/wheelhouse",
                      "./usr/lib/systemd/system/wheelhousefs@.service",
+                     "./usr/lib/systemd/system/wheelhousefs-automount@.service",
+                     "./usr/share/wheelhouse-fs/automount/mnt-wheelhouse.automount",
+                     "./usr/share/wheelhouse-fs/automount/mnt-wheelhouse.mount",
                      "./usr/sbin/mount.fuse.wheelhousefs -> /sbin/mount.fuse3",
                      "./usr/share/doc/wheelhouse-fs/wheelhouse-fs.conf.example",
                      "./usr/share/doc/wheelhouse-fs/site-cache/wheelhouse-site-cache.conf.template",
