@@ -201,14 +201,6 @@ class CurlHubClient final : public HubClient {
     return entries;
   }
 
-  using HubClient::read_range;
-  Expected<void, HubError> read_range(const FileRef& file, std::uint64_t offset,
-                                      std::span<std::byte> out, Deadline deadline,
-                                      const CancelFlag* abandon, const FillFn* on_fill) override {
-    Filler fill{out, on_fill};
-    return stream_range(file, offset, out.size(), deadline, abandon, fill);
-  }
-
   Expected<void, HubError> stream_range(const FileRef& file, std::uint64_t offset,
                                         std::uint64_t length, Deadline deadline,
                                         const CancelFlag* abandon, ChunkFn consume) override {

@@ -1,11 +1,10 @@
 #pragma once
 // The Hub as the rest of wheelhouse-fs sees it: resolve a revision to a commit, list folders at
-// that commit, read byte ranges of a file at that commit. The interface lets tests inject
+// that commit, stream byte ranges of a file at that commit. The interface lets tests inject
 // faults by subclassing; CurlHubClient is the real one. It speaks HTTP through HubTransport
 // (transport.h), the one Hub transport, which `wheelhouse publish` (publish::HubWriter) uses
 // too: the token's reach, redirects, retries and timeouts are decided there for both.
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -71,51 +70,19 @@ class HubClient {
                                                                    Deadline deadline,
                                                                    std::size_t max_pages = 0) = 0;
 
-  // Told how many bytes at the front of `out` hold the file's bytes so far (it only grows, also
-  // across retries): a caller can store them while they are still in the CPU's cache.
-  using FillFn = FunctionRef<void(std::size_t filled)>;
-
-  // Fills `out` with the file's bytes from `offset` (out.size() bytes, which must not pass the
-  // end of the file). All of them or an error: a short or wrong body never counts as data
-  // (though `on_fill`, when given, has seen its well-formed front: bytes still to be verified,
-  // as every byte is). `abandon` (may be null): raised when nobody wants the bytes any more;
-  // the call then ends at once with kCancelled, its connection dropped.
-  virtual Expected<void, HubError> read_range(const FileRef& file, std::uint64_t offset,
-                                              std::span<std::byte> out, Deadline deadline,
-                                              const CancelFlag* abandon, const FillFn* on_fill) = 0;
-  Expected<void, HubError> read_range(const FileRef& file, std::uint64_t offset,
-                                      std::span<std::byte> out, Deadline deadline,
-                                      const CancelFlag* abandon) {
-    return read_range(file, offset, out, deadline, abandon, nullptr);
-  }
-  Expected<void, HubError> read_range(const FileRef& file, std::uint64_t offset,
-                                      std::span<std::byte> out, Deadline deadline) {
-    return read_range(file, offset, out, deadline, nullptr, nullptr);
-  }
-
   // Receives the bytes of stream_range in order, as they arrive; valid only during the call.
   using ChunkFn = FunctionRef<void(std::span<const std::byte> bytes)>;
-  // A ChunkFn's body that fills `out` in order and tells `on_fill` (may be null) how much of it
-  // is filled: read_range over stream_range.
-  struct Filler {
-    std::span<std::byte> out;
-    const FillFn* on_fill = nullptr;
-    std::size_t filled = 0;
-    void operator()(std::span<const std::byte> bytes) {
-      std::copy(bytes.begin(), bytes.end(), out.begin() + static_cast<std::ptrdiff_t>(filled));
-      filled += bytes.size();
-      if (on_fill != nullptr) (*on_fill)(filled);
-    }
-  };
-  // The file's bytes [offset, offset + length) handed to `consume` in order, each byte once
-  // (across retries too: a retry asks for the rest), with no buffer of the whole range: the
-  // caller keeps what it needs (a download stores whole blocks from a buffer of its own that
-  // stays in the CPU's cache). Errors as read_range's; the bytes handed over before an error
-  // are a well-formed front, still to be verified. This default reads the range with
-  // read_range into a buffer of its size (test doubles); CurlHubClient streams.
+  // The file's bytes [offset, offset + length) (which must not pass the end of the file)
+  // handed to `consume` in order, each byte once (across retries too: a retry asks for the
+  // rest), with no buffer of the whole range: the caller keeps what it needs (a download stores
+  // whole blocks from a buffer of its own that stays in the CPU's cache). All of them or an
+  // error: a short or wrong body never counts as data, though the bytes handed over before an
+  // error are its well-formed front (still to be verified, as every byte is). `abandon` (may be
+  // null): raised when nobody wants the bytes any more; the call then ends at once with
+  // kCancelled, its connection dropped.
   virtual Expected<void, HubError> stream_range(const FileRef& file, std::uint64_t offset,
                                                 std::uint64_t length, Deadline deadline,
-                                                const CancelFlag* abandon, ChunkFn consume);
+                                                const CancelFlag* abandon, ChunkFn consume) = 0;
 
   virtual const HubStats& stats() const = 0;
 

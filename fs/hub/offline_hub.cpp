@@ -24,12 +24,6 @@ Expected<std::vector<RemoteEntry>, HubError> OfflineHub::list_folder(std::string
   return unexpected(offline_error("the listing of \"" + std::string(folder) + "\""));
 }
 
-Expected<void, HubError> OfflineHub::read_range(const FileRef& file, std::uint64_t,
-                                                std::span<std::byte>, Deadline, const CancelFlag*,
-                                                const FillFn*) {
-  return unexpected(offline_error(file.path));
-}
-
 Expected<void, HubError> OfflineHub::stream_range(const FileRef& file, std::uint64_t, std::uint64_t,
                                                   Deadline, const CancelFlag*, ChunkFn) {
   return unexpected(offline_error(file.path));

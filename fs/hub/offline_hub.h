@@ -14,10 +14,6 @@ class OfflineHub final : public HubClient {
                                                            std::string_view folder, bool recursive,
                                                            Deadline deadline,
                                                            std::size_t max_pages) override;
-  using HubClient::read_range;
-  Expected<void, HubError> read_range(const FileRef& file, std::uint64_t offset,
-                                      std::span<std::byte> out, Deadline deadline,
-                                      const CancelFlag* abandon, const FillFn* on_fill) override;
   Expected<void, HubError> stream_range(const FileRef& file, std::uint64_t offset,
                                         std::uint64_t length, Deadline deadline,
                                         const CancelFlag* abandon, ChunkFn consume) override;

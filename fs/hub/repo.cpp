@@ -1,9 +1,6 @@
-// Repository ids, the endpoint and the user agent: what a Hub client is configured with; and
-// HubClient's default stream_range.
-#include <algorithm>
+// Repository ids, the endpoint and the user agent: what a Hub client is configured with.
 #include <cctype>
 #include <cstdlib>
-#include <memory>
 
 #include "fs/common/version.h"
 #include "fs/hub/http.h"
@@ -60,22 +57,6 @@ std::string default_user_agent() {
     ua += std::string("; origin/") + origin;
   }
   return ua;
-}
-
-Expected<void, HubError> HubClient::stream_range(const FileRef& file, std::uint64_t offset,
-                                                 std::uint64_t length, Deadline deadline,
-                                                 const CancelFlag* abandon, ChunkFn consume) {
-  std::unique_ptr<std::byte[]> buf(new std::byte[std::max<std::uint64_t>(1, length)]);
-  const std::span<std::byte> out(buf.get(), length);
-  std::size_t handed = 0;
-  auto hand_over = [&](std::size_t filled) {
-    if (filled > handed) consume(out.subspan(handed, filled - handed));
-    handed = std::max(handed, filled);
-  };
-  const FillFn on_fill = hand_over;
-  auto r = read_range(file, offset, out, deadline, abandon, &on_fill);
-  if (r) hand_over(out.size());
-  return r;
 }
 
 }  // namespace whfs::hub

@@ -31,7 +31,9 @@ std::optional<std::string> clean_token(std::string_view raw) {
   return std::string(raw.substr(first, last - first + 1));
 }
 
-TokenSource::TokenSource(std::filesystem::path token_file, GetEnv getenv) {
+TokenSource::TokenSource(std::filesystem::path token_file, GetEnv getenv,
+                         std::chrono::milliseconds recheck)
+    : recheck_(recheck) {
   if (!getenv) getenv = [](const char* name) { return std::getenv(name); };
   if (!token_file.empty()) {
     file_ = std::move(token_file);

@@ -21,8 +21,10 @@ class TokenSource {
  public:
   using GetEnv = std::function<const char*(const char*)>;
 
-  // `token_file` is the option (empty: none). `getenv` is injectable for tests.
-  explicit TokenSource(std::filesystem::path token_file = {}, GetEnv getenv = nullptr);
+  // `token_file` is the option (empty: none). `getenv` is injectable for tests. A changed
+  // token file is noticed at most `recheck` after the change.
+  explicit TokenSource(std::filesystem::path token_file = {}, GetEnv getenv = nullptr,
+                       std::chrono::milliseconds recheck = std::chrono::milliseconds(1000));
 
   // The current token, re-reading the file when its mtime or size changed (checked at most
   // once per `recheck`).
@@ -30,8 +32,6 @@ class TokenSource {
 
   // Where the token comes from, in words, for `wheelhouse status` and logs.
   std::string describe() const;
-
-  void set_recheck_interval(std::chrono::milliseconds d) { recheck_ = d; }
 
  private:
   std::optional<std::string> read_file_locked();
@@ -44,7 +44,7 @@ class TokenSource {
   std::chrono::nanoseconds mtime_{-1};
   std::uintmax_t size_ = static_cast<std::uintmax_t>(-1);
   std::chrono::steady_clock::time_point checked_{};
-  std::chrono::milliseconds recheck_{1000};
+  const std::chrono::milliseconds recheck_;
 };
 
 // Trims spaces, tabs, CR and LF; nullopt when nothing is left.

@@ -86,9 +86,12 @@ Expected<void, ReadError> RangedGets::counted(const FileContent& c, std::uint64_
 
 Expected<void, ReadError> RangedGets::get(const FileContent& c, std::uint64_t offset,
                                           std::span<std::byte> buf, Deadline deadline,
-                                          const CancelFlag* abandon,
-                                          const hub::HubClient::FillFn* on_fill) {
-  hub::HubClient::Filler fill{buf, on_fill};
+                                          const CancelFlag* abandon) {
+  std::size_t filled = 0;
+  auto fill = [&](std::span<const std::byte> bytes) {
+    std::memcpy(buf.data() + filled, bytes.data(), bytes.size());
+    filled += bytes.size();
+  };
   return counted(c, offset, buf.size(), deadline, abandon, fill);
 }
 

@@ -31,12 +31,11 @@ class RangedGets {
              std::chrono::seconds patience)
       : store_(store), hub_(hub), patience_(patience), sizer_(sizes) {}
 
-  // The bytes [offset, offset + buf.size()) into `buf`; `on_fill` as HubClient::read_range's.
-  // `abandon` (may be null) ends a GET nobody waits for any more.
+  // The bytes [offset, offset + buf.size()) into `buf`. `abandon` (may be null) ends a GET
+  // nobody waits for any more.
   Expected<void, ReadError> get(const FileContent& c, std::uint64_t offset,
                                 std::span<std::byte> buf, Deadline deadline,
-                                const CancelFlag* abandon,
-                                const hub::HubClient::FillFn* on_fill = nullptr);
+                                const CancelFlag* abandon);
   // The blocks of `r`, stored in the cache as they arrive, kStreamPutBytes at a time from a
   // small buffer of this thread's (about 0.5 MiB, so it stays in the CPU's cache: the block
   // checksums, the copies into LMDB's pages and the running hash read it there); the cache's

@@ -20,11 +20,6 @@ struct WheelName {
   std::vector<std::string> python_tags;
   std::vector<std::string> abi_tags;
   std::vector<std::string> platform_tags;
-
-  // How many (python, abi, platform) triples the name stands for.
-  std::size_t tag_count() const {
-    return python_tags.size() * abi_tags.size() * platform_tags.size();
-  }
 };
 
 // A compressed tag set may expand to at most this many triples; longer names are refused so

@@ -1,10 +1,11 @@
-// Benchmark, not a test: fetch one file through HubClient::read_range with N parallel ranged
+// Benchmark, not a test: fetch one file through HubClient::stream_range with N parallel ranged
 // GETs and print MiB/s. tests/bench/hub_fetch.sh runs it beside curl and aria2c against the
 // emulator in WAN mode.
 //
 //   hub_fetch_bench ENDPOINT REPO PATH SIZE PARALLEL [CHUNK_MIB]
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -48,7 +49,12 @@ int main(int argc, char** argv) {
         const std::uint64_t off = next.fetch_add(chunk);
         if (off >= size) return;
         const std::uint64_t len = std::min(chunk, size - off);
-        auto r = client->read_range(file, off, std::span(buf).subspan(off, len), deadline);
+        std::uint64_t filled = off;
+        auto take = [&](std::span<const std::byte> bytes) {
+          std::copy(bytes.begin(), bytes.end(), buf.begin() + static_cast<std::ptrdiff_t>(filled));
+          filled += bytes.size();
+        };
+        auto r = client->stream_range(file, off, len, deadline, nullptr, take);
         if (!r) {
           std::fprintf(stderr, "%s\n", r.error().describe().c_str());
           failed = true;

@@ -33,7 +33,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (const auto w = parse_wheel_name(in)) {
     const auto again = parse_wheel_name(wheel_file_name(*w));
     if (!again || !same(*w, *again)) std::abort();
-    if (w->tag_count() == 0 || w->tag_count() > kMaxTagTriples) std::abort();
+    const std::size_t triples =
+        w->python_tags.size() * w->abi_tags.size() * w->platform_tags.size();
+    if (triples == 0 || triples > kMaxTagTriples) std::abort();
     if (const auto r = wheel_rank(*w, kTags); r && *r >= kTags.tags().size()) std::abort();
     if (compare_versions(w->version, w->version) != 0) std::abort();
     (void)normalize_project_name(w->distribution);

@@ -61,9 +61,8 @@ class ListingHub : public hub::HubClient {
     }
     return out;
   }
-  using HubClient::read_range;
-  Expected<void, hub::HubError> read_range(const hub::FileRef&, std::uint64_t, std::span<std::byte>,
-                                           Deadline, const CancelFlag*, const FillFn*) override {
+  Expected<void, hub::HubError> stream_range(const hub::FileRef&, std::uint64_t, std::uint64_t,
+                                             Deadline, const CancelFlag*, ChunkFn) override {
     return unexpected(hub::HubError{hub::HubErrorKind::kUnavailable, "no", 0, "", "", ""});
   }
   const hub::HubStats& stats() const override { return stats_; }

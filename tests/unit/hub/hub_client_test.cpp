@@ -165,11 +165,11 @@ TEST_F(HubClientTest, RangesAtTheEdgesAreExact) {
   for (std::uint64_t off : {std::uint64_t{0}, std::uint64_t{1}, wheel.size / 2, wheel.size - 1}) {
     const std::size_t len = std::min<std::uint64_t>(4097, wheel.size - off);
     std::string buf(len, '\0');
-    ASSERT_TRUE(c->read_range(wheel, off, std::as_writable_bytes(std::span(buf)), in(30s)));
+    ASSERT_TRUE(read_range(*c, wheel, off, std::as_writable_bytes(std::span(buf)), in(30s)));
     EXPECT_EQ(buf, src.substr(off, len)) << off;
   }
   std::string past(10, '\0');
-  auto r = c->read_range(wheel, wheel.size - 5, std::as_writable_bytes(std::span(past)), in(5s));
+  auto r = read_range(*c, wheel, wheel.size - 5, std::as_writable_bytes(std::span(past)), in(5s));
   EXPECT_FALSE(r);
 }
 
@@ -187,9 +187,7 @@ TEST_F(HubClientTest, TheFillCallbackFollowsTheBodyToItsEnd) {
     seen.push_back(filled);
     front_right = front_right && buf.compare(0, filled, src, off, filled) == 0;
   };
-  const HubClient::FillFn on_fill = note;
-  ASSERT_TRUE(c->read_range(wheel, off, std::as_writable_bytes(std::span(buf)), in(30s), nullptr,
-                            &on_fill));
+  ASSERT_TRUE(read_range(*c, wheel, off, std::as_writable_bytes(std::span(buf)), in(30s), note));
   ASSERT_FALSE(seen.empty());
   EXPECT_TRUE(std::is_sorted(seen.begin(), seen.end()));
   EXPECT_EQ(seen.back(), buf.size());
@@ -202,9 +200,9 @@ TEST_F(HubClientTest, ReusesTheSignedUrlAndResolvesAgainWhenItExpires) {
   const FileRef wheel = file(big());
   std::string buf(1000, '\0');
   auto bytes = std::as_writable_bytes(std::span(buf));
-  ASSERT_TRUE(c->read_range(wheel, 0, bytes, in(30s)));
+  ASSERT_TRUE(read_range(*c, wheel, 0, bytes, in(30s)));
   std::size_t mark = hub_->log().size();
-  ASSERT_TRUE(c->read_range(wheel, 5000, bytes, in(30s)));
+  ASSERT_TRUE(read_range(*c, wheel, 5000, bytes, in(30s)));
   auto log = log_since(mark);
   ASSERT_EQ(log.size(), 1u);
   EXPECT_EQ(log[0]["server"], "cdn");  // straight to the CDN, no new /resolve
@@ -212,7 +210,7 @@ TEST_F(HubClientTest, ReusesTheSignedUrlAndResolvesAgainWhenItExpires) {
 
   hub_->control("/expire-urls");
   mark = hub_->log().size();
-  ASSERT_TRUE(c->read_range(wheel, 9000, bytes, in(30s)));
+  ASSERT_TRUE(read_range(*c, wheel, 9000, bytes, in(30s)));
   EXPECT_EQ(buf, source(big()).substr(9000, 1000));
   log = log_since(mark);
   // Lines are written when responses end; the order of the requests is their arrival.
@@ -295,7 +293,7 @@ TEST_F(HubClientTest, GatedRepoContentIsForbiddenWithoutAccess) {
   std::string buf(10, '\0');
   FileRef f = file("README.md");
   f.commit = rev->commit;
-  auto r = anon->read_range(f, 0, std::as_writable_bytes(std::span(buf)), in(10s));
+  auto r = read_range(*anon, f, 0, std::as_writable_bytes(std::span(buf)), in(10s));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().kind, HubErrorKind::kForbidden);
   EXPECT_EQ(r.error().code, "GatedRepo");

@@ -50,9 +50,7 @@ TEST_F(HubClientTest, ResetAndTruncatedBodiesAreResumedNeverReturnedShort) {
       monotonic = monotonic && filled > last;
       last = filled;
     };
-    const HubClient::FillFn on_fill = note;
-    ASSERT_TRUE(c->read_range(wheel, 0, std::as_writable_bytes(std::span(out)), in(60s), nullptr,
-                              &on_fill));
+    ASSERT_TRUE(read_range(*c, wheel, 0, std::as_writable_bytes(std::span(out)), in(60s), note));
     EXPECT_TRUE(monotonic);
     EXPECT_EQ(last, out.size());
     EXPECT_EQ(out, source(big()));
@@ -60,7 +58,7 @@ TEST_F(HubClientTest, ResetAndTruncatedBodiesAreResumedNeverReturnedShort) {
   // Every request truncated: an error, and nothing returned as data.
   hub_->fault({{"kind", "truncate"}, {"server", "cdn"}, {"after_bytes", 0}});
   std::string buf(100000, '\0');
-  auto r = c->read_range(file(big()), 0, std::as_writable_bytes(std::span(buf)), in(20s));
+  auto r = read_range(*c, file(big()), 0, std::as_writable_bytes(std::span(buf)), in(20s));
   ASSERT_FALSE(r);
   EXPECT_TRUE(r.error().kind == HubErrorKind::kCorrupt ||
               r.error().kind == HubErrorKind::kUnavailable)
@@ -94,7 +92,7 @@ TEST_F(HubClientTest, AnIgnoredRangeIsHandled) {
   hub_->fault({{"kind", "ignore_range"}, {"server", "cdn"}, {"count", 2}});
   const FileRef wheel = file(big());
   std::string buf(3000, '\0');
-  ASSERT_TRUE(c->read_range(wheel, 12345, std::as_writable_bytes(std::span(buf)), in(30s)));
+  ASSERT_TRUE(read_range(*c, wheel, 12345, std::as_writable_bytes(std::span(buf)), in(30s)));
   EXPECT_EQ(buf, source(big()).substr(12345, 3000));
 }
 
@@ -113,7 +111,7 @@ TEST_F(HubClientTest, AStallEndsAsTimeoutWithinTheDeadline) {
   hub_->clear_faults();
   hub_->fault({{"kind", "stall_body"}, {"server", "cdn"}, {"after_bytes", 1000}, {"seconds", 60}});
   std::string buf(200000, '\0');
-  auto rr = c->read_range(file(big()), 0, std::as_writable_bytes(std::span(buf)), in(3s));
+  auto rr = read_range(*c, file(big()), 0, std::as_writable_bytes(std::span(buf)), in(3s));
   ASSERT_FALSE(rr);
   EXPECT_EQ(rr.error().kind, HubErrorKind::kTimeout) << rr.error().describe();
 }
@@ -220,7 +218,7 @@ TEST_F(HubClientTest, ManyParallelRangesOverReusedConnections) {
         const std::uint64_t off =
             (static_cast<std::uint64_t>(t * kPerThread + i) * 32768) % (wheel.size - 32768);
         std::string buf(32768, '\0');
-        auto r = c->read_range(wheel, off, std::as_writable_bytes(std::span(buf)), in(60s));
+        auto r = read_range(*c, wheel, off, std::as_writable_bytes(std::span(buf)), in(60s));
         if (!r || buf != src.substr(off, buf.size())) ++bad;
       }
     });

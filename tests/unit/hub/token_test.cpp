@@ -91,8 +91,7 @@ TEST_F(TokenTest, DisableImplicitTokenLeavesOnlyTheOption) {
 TEST_F(TokenTest, ChangedFileIsPickedUpWithoutRestart) {
   const fs::path file = dir_ / "token";
   write(file, "hf_first");
-  TokenSource src(file, env());
-  src.set_recheck_interval(std::chrono::milliseconds(0));
+  TokenSource src(file, env(), std::chrono::milliseconds(0));
   EXPECT_EQ(src.token(), "hf_first");
   write(file, "hf_second_longer");
   fs::last_write_time(file, fs::last_write_time(file) + std::chrono::seconds(2));

@@ -207,15 +207,13 @@ class MemoryHub : public hub::HubClient {
                                                                 std::size_t) override {
     return std::vector<RemoteEntry>{};
   }
-  using hub::HubClient::read_range;
-  Expected<void, hub::HubError> read_range(const hub::FileRef&, std::uint64_t offset,
-                                           std::span<std::byte> out, Deadline deadline,
-                                           const CancelFlag* abandon,
-                                           const FillFn* on_fill) override {
+  Expected<void, hub::HubError> stream_range(const hub::FileRef&, std::uint64_t offset,
+                                             std::uint64_t length, Deadline deadline,
+                                             const CancelFlag* abandon, ChunkFn consume) override {
     {
       std::lock_guard lock(mu_);
       calls++;
-      ranges.emplace_back(offset, out.size());
+      ranges.emplace_back(offset, static_cast<std::size_t>(length));
     }
     {
       std::unique_lock lock(gate_mu_);
@@ -239,26 +237,24 @@ class MemoryHub : public hub::HubClient {
       return unexpected(
           hub::HubError{hub::HubErrorKind::kForbidden, "no access", 403, "GatedRepo", "", ""});
     }
-    std::memcpy(out.data(), bytes_.data() + offset, out.size());
-    if (corrupt && offset == 0)
-      out[0] = static_cast<std::byte>(~static_cast<unsigned char>(out[0]));
+    std::string out =
+        bytes_.substr(static_cast<std::size_t>(offset), static_cast<std::size_t>(length));
+    if (corrupt && offset == 0 && !out.empty()) out[0] = static_cast<char>(~out[0]);
     if (const std::int64_t at = corrupt_at.load();
         at >= 0 && static_cast<std::uint64_t>(at) >= offset &&
         static_cast<std::uint64_t>(at) < offset + out.size()) {
       auto& b = out[static_cast<std::size_t>(at - static_cast<std::int64_t>(offset))];
-      b = static_cast<std::byte>(~static_cast<unsigned char>(b));
+      b = static_cast<char>(~b);
     }
     if (delay.load().count() > 0) std::this_thread::sleep_for(delay.load());
     // The body arrives in pieces, as a transfer delivers it; with fail_midway, half of it and
     // then the connection drops.
     const std::size_t upto = fail_midway ? out.size() / 2 : out.size();
-    if (on_fill != nullptr) {
-      for (std::size_t n = 0; n < upto;) {
-        if (n > 0 && piece_delay.load().count() > 0)
-          std::this_thread::sleep_for(piece_delay.load());
-        n = std::min(upto, n + fill_piece.load());
-        (*on_fill)(n);
-      }
+    for (std::size_t n = 0; n < upto;) {
+      if (n > 0 && piece_delay.load().count() > 0) std::this_thread::sleep_for(piece_delay.load());
+      const std::size_t next = std::min(upto, n + fill_piece.load());
+      consume(std::as_bytes(std::span(out)).subspan(n, next - n));
+      n = next;
     }
     if (fail_midway) {
       if (down_after_midway) fail = true;  // the link is gone from now on
