@@ -1,11 +1,12 @@
-// LmdbBlockCache: the facade. Opening is in store_open.cpp, the txn plumbing in txn_engine.cpp,
-// the block read/write path in content_store.cpp, eviction and leases in lru_quota.cpp,
-// verification in content_verifier.cpp, metadata in metadata_records.cpp and the maintenance
-// calls in maintenance.cpp.
+// LmdbBlockCache: the facade, and the read of blocks (the hot path). Opening is in
+// store_open.cpp, the txn plumbing in txn_engine.cpp, block puts and records in content_store.cpp,
+// eviction and leases in lru_quota.cpp, verification in content_verifier.cpp, metadata in
+// metadata_records.cpp and the maintenance calls in maintenance.cpp.
 
 #include <iterator>
 #include <utility>
 
+#include "cache/block_format.h"
 #include "cache/guard.h"
 #include "cache/lmdb_block_cache.h"
 
@@ -43,7 +44,7 @@ LmdbBlockCache::LmdbBlockCache(Options options, OpenedStore store, const QuotaFa
       owner_only_(store.owner_only),
       engine_(options_, session_, std::move(store.env), store.init.dbs, geometry_, store.init.cap,
               read_only_),
-      hashes_(engine_, geometry_, read_only_),
+      hashes_(engine_, geometry_),
       contents_(engine_, hashes_, geometry_, read_only_),
       verifier_(engine_, contents_, hashes_, geometry_, read_only_),
       metadata_(engine_),
@@ -71,16 +72,84 @@ Result<void> LmdbBlockCache::flush() {
   });
 }
 
+// ---- reads: the hot path, straight from the reader to LMDB
+// ------------------------------------------------------------------------------
+
+Result<std::vector<std::uint32_t>> LmdbBlockCache::read_blocks(const ContentId& id,
+                                                               std::uint64_t content_size,
+                                                               std::uint32_t first,
+                                                               std::uint32_t count, BlockFn fn,
+                                                               ReadMode mode) {
+  using Out = Result<std::vector<std::uint32_t>>;
+  return guarded("cache read", [&]() -> Out {
+    const std::uint32_t total = geometry_.block_count(content_size);
+    if (first > total || count > total - first) return invalid("block range past the content");
+    std::vector<std::uint32_t> missing, damaged;
+    if (contents_.dropped_unwritten(id)) {  // (a read-only store's: gone for this process)
+      for (std::uint32_t b = first; b < first + count; ++b) missing.push_back(b);
+      return missing;
+    }
+    std::uint32_t hits = 0;
+    const ContentKey prefix = content_key(id);
+    const std::uint32_t end = first + count;
+    bool unverified = false;
+    auto ok = engine_.read([&](ReadTxnPool::Reader& rd) -> lmdb::Res<void> {
+      if (mode != ReadMode::kPresence) {
+        // Not verified: not for readers yet (kVerified), or not once complete (kPartial).
+        auto rec = contents_.load_record(rd.txn, id);
+        if (!rec) return Unexpected<lmdb::Error>{rec.error()};
+        const bool verified = *rec && (*rec)->size == content_size && (*rec)->verified;
+        const bool hide =
+            mode == ReadMode::kPartial ? *rec && (*rec)->complete() && !verified : !verified;
+        if (hide) {
+          unverified = true;
+          for (std::uint32_t b = first; b < end; ++b) missing.push_back(b);
+          return {};
+        }
+      }
+      std::uint32_t next = first;
+      auto e = rd.cursor.seek(block_key(id, first).bytes());
+      while (next < end) {
+        if (!e) return Unexpected<lmdb::Error>{e.error()};
+        const auto index = *e ? block_index_in((*e)->key, prefix.bytes()) : std::nullopt;
+        const std::uint32_t stop = index ? std::min(*index, end) : end;
+        for (; next < stop; ++next) missing.push_back(next);
+        if (next == end) break;
+        if (mode == ReadMode::kPresence) {
+          ++next;
+          e = rd.cursor.next();
+          continue;
+        }
+        const auto payload = mode == ReadMode::kHashedHere
+                                 ? unchecked_payload((*e)->value)
+                                 : checked_payload((*e)->key, (*e)->value);
+        if (!payload) {
+          damaged.push_back(next);
+          missing.push_back(next);
+        } else if (payload->size() != geometry_.block_length(content_size, next)) {
+          missing.push_back(next);  // a good block, but the caller's size disagrees
+        } else {
+          fn(next, *payload);
+          ++hits;
+        }
+        ++next;
+        e = rd.cursor.next();
+      }
+      return {};
+    });
+    if (!ok) return Unexpected<CacheError>{ok.error()};
+    if (!damaged.empty() && !read_only_) (void)contents_.drop_damaged_blocks(id, damaged);
+    if (unverified || mode == ReadMode::kPresence || read_only_) return missing;
+    quota_->note_read(id, hits, static_cast<std::uint32_t>(missing.size()), engine_.now_ms());
+    return missing;
+  });
+}
+
 // ---- verification ----------------------------------------------------------------------
 
 Result<ContentState> LmdbBlockCache::verify_content(const ContentId& id,
                                                     std::uint64_t content_size) {
-  return guarded("cache verify", [&] { return verifier_.verify(id, content_size, false); });
-}
-
-Result<ContentState> LmdbBlockCache::recheck_content(const ContentId& id,
-                                                     std::uint64_t content_size) {
-  return guarded("cache recheck", [&] { return verifier_.verify(id, content_size, true); });
+  return guarded("cache verify", [&] { return verifier_.verify(id, content_size); });
 }
 
 // ---- pins and eviction -----------------------------------------------------------------

@@ -118,7 +118,7 @@ class BlockCache : public BlockStore, public MetadataStore {
   // Deletes the store's files (the CLI's `cache clear` for a store of an unknown format).
   static Result<void> remove_store(const std::filesystem::path& dir, const DirAccess& access = {});
 
-  // (The BlockStore calls: read_blocks, put_blocks, verify_content, recheck_content,
+  // (The BlockStore calls: read_blocks, put_blocks, verify_content,
   // content_state, pin, unpin, claim_download, block_size; the MetadataStore calls: revisions
   // and listings.)
 

@@ -63,13 +63,11 @@ class BlockStore {
   virtual Result<ContentState> put_blocks(const ContentId& id, std::uint64_t content_size,
                                           std::uint32_t first, std::span<const std::byte> data) = 0;
 
-  // Once every block is present: hashes the whole content against its id. A match is recorded
-  // (state.verified); a mismatch drops every block of it and returns kCorrupt. Returns the
-  // state unverified when blocks are missing.
+  // Once every block is present: hashes the whole content against its id now, whatever its
+  // record says (whose record is taken at its word is the read path's decision alone:
+  // fs/reader/serving_gate.h). A match is recorded (state.verified); a mismatch drops every
+  // block of it and returns kCorrupt. Returns the state unverified when blocks are missing.
   virtual Result<ContentState> verify_content(const ContentId& id, std::uint64_t content_size) = 0;
-  // The same, even when the content is recorded as verified (by another process, or an
-  // earlier run): a process that does not trust the cache's record hashes it once itself.
-  virtual Result<ContentState> recheck_content(const ContentId& id, std::uint64_t content_size) = 0;
 
   virtual Result<std::optional<ContentState>> content_state(const ContentId& id) = 0;
 

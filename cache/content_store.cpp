@@ -1,4 +1,4 @@
-// ContentStore: the read path (zero-copy, one read txn, no writes), block puts and deletions.
+// ContentStore: content records, block puts and deletions.
 
 #include "cache/content_store.h"
 
@@ -27,7 +27,26 @@ lmdb::Res<std::optional<ContentRecord>> ContentStore::load_record(const lmdb::Tx
   if (!*v) return std::optional<ContentRecord>();
   auto rec = decode_content(**v);
   if (!rec) spdlog::warn("cache: unreadable record of {} ignored", id.to_string());
+  if (read_only_ && rec) {
+    std::lock_guard lock(unwritten_mu_);
+    if (const auto it = unwritten_.find(id); it != unwritten_.end()) {
+      if (it->second == Found::kMismatch) return std::optional<ContentRecord>();
+      rec->verified = true;
+    }
+  }
   return rec;
+}
+
+void ContentStore::keep_unwritten(const ContentId& id, Found found) {
+  std::lock_guard lock(unwritten_mu_);
+  unwritten_[id] = found;
+}
+
+bool ContentStore::dropped_unwritten(const ContentId& id) {
+  if (!read_only_) return false;
+  std::lock_guard lock(unwritten_mu_);
+  const auto it = unwritten_.find(id);
+  return it != unwritten_.end() && it->second == Found::kMismatch;
 }
 
 lmdb::Res<void> ContentStore::store_record(WriteScope& s, const ContentId& id,
@@ -79,74 +98,6 @@ lmdb::Res<void> ContentStore::touch(WriteScope& s, const ContentId& id, std::uin
   return store_record(s, id, *old, rec);
 }
 
-// ---- read ------------------------------------------------------------------------------
-
-Result<std::vector<std::uint32_t>> ContentStore::read_blocks(
-    const ContentId& id, std::uint64_t content_size, std::uint32_t first, std::uint32_t count,
-    BlockStore::BlockFn fn, BlockStore::ReadMode mode) {
-  using Out = Result<std::vector<std::uint32_t>>;
-  return guarded("cache read", [&]() -> Out {
-    const std::uint32_t total = geometry_.block_count(content_size);
-    if (first > total || count > total - first) return invalid("block range past the content");
-    std::vector<std::uint32_t> missing, bad;
-    std::uint32_t hits = 0;
-    const ContentKey prefix = content_key(id);
-    const std::uint32_t end = first + count;
-    bool unverified = false;
-    auto ok = engine_.read([&](ReadTxnPool::Reader& rd) -> lmdb::Res<void> {
-      if (mode != BlockStore::ReadMode::kPresence) {
-        // Not verified: not for readers yet (kVerified), or not once complete (kPartial).
-        auto rec = load_record(rd.txn, id);
-        if (!rec) return Unexpected<lmdb::Error>{rec.error()};
-        const bool verified = *rec && (*rec)->size == content_size &&
-                              ((*rec)->verified || hashes_.verified_here_read_only(id));
-        const bool hide = mode == BlockStore::ReadMode::kPartial
-                              ? *rec && (*rec)->complete() && !verified
-                              : !verified;
-        if (hide) {
-          unverified = true;
-          for (std::uint32_t b = first; b < end; ++b) missing.push_back(b);
-          return {};
-        }
-      }
-      std::uint32_t next = first;
-      auto e = rd.cursor.seek(block_key(id, first).bytes());
-      while (next < end) {
-        if (!e) return Unexpected<lmdb::Error>{e.error()};
-        const auto index = *e ? block_index_in((*e)->key, prefix.bytes()) : std::nullopt;
-        const std::uint32_t stop = index ? std::min(*index, end) : end;
-        for (; next < stop; ++next) missing.push_back(next);
-        if (next == end) break;
-        if (mode == BlockStore::ReadMode::kPresence) {
-          ++next;
-          e = rd.cursor.next();
-          continue;
-        }
-        const auto payload = mode == BlockStore::ReadMode::kHashedHere
-                                 ? unchecked_payload((*e)->value)
-                                 : checked_payload((*e)->key, (*e)->value);
-        if (!payload) {
-          bad.push_back(next);
-          missing.push_back(next);
-        } else if (payload->size() != geometry_.block_length(content_size, next)) {
-          missing.push_back(next);  // a good block, but the caller's size disagrees
-        } else {
-          fn(next, *payload);
-          ++hits;
-        }
-        ++next;
-        e = rd.cursor.next();
-      }
-      return {};
-    });
-    if (!ok) return Unexpected<CacheError>{ok.error()};
-    if (!bad.empty() && !read_only_) (void)drop_bad_blocks(id, bad);
-    if (unverified || mode == BlockStore::ReadMode::kPresence || read_only_) return missing;
-    quota_->note_read(id, hits, static_cast<std::uint32_t>(missing.size()), engine_.now_ms());
-    return missing;
-  });
-}
-
 Result<std::optional<ContentState>> ContentStore::content_state(const ContentId& id) {
   using Out = Result<std::optional<ContentState>>;
   return guarded("cache content_state", [&]() -> Out {
@@ -158,19 +109,18 @@ Result<std::optional<ContentState>> ContentStore::content_state(const ContentId&
       return {};
     });
     if (!ok) return Unexpected<CacheError>{ok.error()};
-    if (state && state->complete() && hashes_.verified_here_read_only(id)) state->verified = true;
     return state;
   });
 }
 
-Result<void> ContentStore::drop_bad_blocks(const ContentId& id,
-                                           const std::vector<std::uint32_t>& bad) {
+Result<void> ContentStore::drop_damaged_blocks(const ContentId& id,
+                                               const std::vector<std::uint32_t>& damaged) {
   std::uint32_t dropped = 0;
   auto ok = engine_.write(0, [&](WriteScope& s) -> lmdb::Res<void> {
     dropped = 0;
     auto old = load_record(s.txn, id);
     if (!old) return Unexpected<lmdb::Error>{old.error()};
-    for (std::uint32_t index : bad) {
+    for (std::uint32_t index : damaged) {
       const BlockKey key = block_key(id, index);
       auto v = s.txn.get(engine_.dbs().blocks, key.bytes());
       if (!v) return Unexpected<lmdb::Error>{v.error()};

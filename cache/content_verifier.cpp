@@ -12,8 +12,7 @@
 
 namespace whfs::cache {
 
-Result<ContentState> ContentVerifier::verify(const ContentId& id, std::uint64_t content_size,
-                                             bool force) {
+Result<ContentState> ContentVerifier::verify(const ContentId& id, std::uint64_t content_size) {
   const std::uint32_t total = geometry_.block_count(content_size);
   std::optional<ContentRecord> rec;
   auto ok = engine_.read([&](ReadTxnPool::Reader& rd) -> lmdb::Res<void> {
@@ -24,7 +23,7 @@ Result<ContentState> ContentVerifier::verify(const ContentId& id, std::uint64_t 
   });
   if (!ok) return Unexpected<CacheError>{ok.error()};
   if (!rec || rec->size != content_size) return ContentState{0, total, false};
-  if (!rec->complete() || (rec->verified && !force)) return state_of(*rec);
+  if (!rec->complete()) return state_of(*rec);
 
   // The hash this process computed while the blocks arrived, when it covers them all; else a
   // full pass over the stored blocks.
@@ -45,12 +44,12 @@ Result<ContentState> ContentVerifier::verify(const ContentId& id, std::uint64_t 
   const bool match =
       std::equal(id.digest().begin(), id.digest().end(), (*hashed)->begin(), (*hashed)->end());
   if (read_only_) {
-    // Nothing is dropped or recorded in a read-only cache: the caller learns the outcome.
+    // Nothing is dropped or recorded in a read-only cache: this process keeps what it found.
+    store_.keep_unwritten(id, match ? ContentStore::Found::kMatch : ContentStore::Found::kMismatch);
     if (!match) {
       return cache_error(CacheError::Kind::kCorrupt,
                          "read-only cache: " + id.to_string() + " does not match its hash");
     }
-    hashes_.mark_verified_read_only(id);
     ContentState st = state_of(*rec);
     st.verified = true;
     return st;
@@ -94,9 +93,9 @@ Result<std::optional<std::vector<std::uint8_t>>> ContentVerifier::hash_content(
   const auto per_txn = static_cast<std::uint32_t>(
       std::max<std::uint64_t>(1, kVerifyChunkBytes / geometry_.block_size()));
   const ContentKey prefix = content_key(id);
-  std::vector<std::uint32_t> bad;
+  std::vector<std::uint32_t> damaged;
   bool gap = false;
-  for (std::uint32_t first = 0; first < total && !gap && bad.empty(); first += per_txn) {
+  for (std::uint32_t first = 0; first < total && !gap && damaged.empty(); first += per_txn) {
     const std::uint32_t end = std::min(total, first + per_txn);
     auto ok = engine_.read([&](ReadTxnPool::Reader& rd) -> lmdb::Res<void> {
       auto e = rd.cursor.seek(block_key(id, first).bytes());
@@ -113,7 +112,7 @@ Result<std::optional<std::vector<std::uint8_t>>> ContentVerifier::hash_content(
         if (value.size() < BlockGeometry::kChecksumSize ||
             value.size() - BlockGeometry::kChecksumSize !=
                 geometry_.block_length(content_size, next)) {
-          bad.push_back(next);
+          damaged.push_back(next);
           return {};
         }
         hasher.update(value.subspan(BlockGeometry::kChecksumSize));
@@ -122,16 +121,16 @@ Result<std::optional<std::vector<std::uint8_t>>> ContentVerifier::hash_content(
     });
     if (!ok) return Unexpected<CacheError>{ok.error()};
   }
-  if (!bad.empty() && !read_only_) (void)store_.drop_bad_blocks(id, bad);
-  if (gap || !bad.empty()) return std::optional<std::vector<std::uint8_t>>();
+  if (!damaged.empty() && !read_only_) (void)store_.drop_damaged_blocks(id, damaged);
+  if (gap || !damaged.empty()) return std::optional<std::vector<std::uint8_t>>();
   auto digest = hasher.finish();
   if (!std::equal(id.digest().begin(), id.digest().end(), digest.begin(), digest.end())) {
     // A block damaged at rest fails its own checksum: drop just it (a miss, downloaded again)
     // rather than call the whole content a bad download.
-    auto damaged = blocks_failing_checksum(id, content_size);
-    if (!damaged) return Unexpected<CacheError>{damaged.error()};
-    if (!damaged->empty()) {
-      if (!read_only_) (void)store_.drop_bad_blocks(id, *damaged);
+    auto failing = blocks_failing_checksum(id, content_size);
+    if (!failing) return Unexpected<CacheError>{failing.error()};
+    if (!failing->empty()) {
+      if (!read_only_) (void)store_.drop_damaged_blocks(id, *failing);
       return std::optional<std::vector<std::uint8_t>>();
     }
   }
@@ -140,22 +139,22 @@ Result<std::optional<std::vector<std::uint8_t>>> ContentVerifier::hash_content(
 
 Result<std::vector<std::uint32_t>> ContentVerifier::blocks_failing_checksum(
     const ContentId& id, std::uint64_t content_size) {
-  std::vector<std::uint32_t> bad;
+  std::vector<std::uint32_t> failing;
   const std::uint32_t total = geometry_.block_count(content_size);
   const ContentKey prefix = content_key(id);
   auto ok = engine_.read([&](ReadTxnPool::Reader& rd) -> lmdb::Res<void> {
-    bad.clear();
+    failing.clear();
     auto e = rd.cursor.seek(block_key(id, 0).bytes());
     for (; e && *e; e = rd.cursor.next()) {
       const auto index = block_index_in((*e)->key, prefix.bytes());
       if (!index || *index >= total) break;
-      if (!checked_payload((*e)->key, (*e)->value)) bad.push_back(*index);
+      if (!checked_payload((*e)->key, (*e)->value)) failing.push_back(*index);
     }
     if (!e) return Unexpected<lmdb::Error>{e.error()};
     return {};
   });
   if (!ok) return Unexpected<CacheError>{ok.error()};
-  return bad;
+  return failing;
 }
 
 }  // namespace whfs::cache

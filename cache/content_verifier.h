@@ -1,7 +1,8 @@
 #pragma once
 // ContentVerifier: the verification of a whole content against its hash (internal to
 // cache/): from the running hash when it covers every block, else by a pass over the stored
-// blocks; a mismatch drops the blocks that fail their own checksum, or else the content.
+// blocks; a mismatch drops the blocks that fail their own checksum, or else the content. A
+// read-only store keeps what it found in memory instead (ContentStore::keep_unwritten).
 
 #include <cstdint>
 #include <optional>
@@ -25,8 +26,8 @@ class ContentVerifier {
   ContentVerifier(const ContentVerifier&) = delete;
   ContentVerifier& operator=(const ContentVerifier&) = delete;
 
-  // BlockStore::verify_content (`force`: recheck_content).
-  Result<ContentState> verify(const ContentId& id, std::uint64_t content_size, bool force);
+  // BlockStore::verify_content.
+  Result<ContentState> verify(const ContentId& id, std::uint64_t content_size);
 
  private:
   // The blocks of a content whose own checksum fails (damage at rest).

@@ -1,6 +1,6 @@
 #pragma once
 // No exception escapes the cache's public API: each entry point runs its body through
-// guarded(), which turns an exception (std::bad_alloc, OpenSSL init failure, a throwing
+// guarded(), which turns an exception (out of memory, OpenSSL init failure, a throwing
 // callback) into a CacheError.
 
 #include <exception>

@@ -4,7 +4,8 @@
 //   TxnEngine (txn_engine.h)       read and write txns, the map size, MDB_MAP_FULL handling
 //   Quota (quota.h; LruQuota)      recency, eviction, water marks, pins and leases, pending
 //                                  updates of reads
-//   ContentStore (content_store.h) blocks and content records: reads, puts, deletions
+//   ContentStore (content_store.h) content records, block puts, deletions (the read of blocks,
+//                                  the hot path, is this class's own: read_blocks)
 //   RunningHashes, ContentVerifier whole-content hashes and verification
 //   MetadataRecords                revisions, listings, wheel metadata
 //   DownloadClaims                 cross-process download claims
@@ -62,15 +63,12 @@ class LmdbBlockCache final : public MetadataTiers {
   std::uint32_t block_size() const override { return geometry_.block_size(); }
   Result<std::vector<std::uint32_t>> read_blocks(const ContentId& id, std::uint64_t content_size,
                                                  std::uint32_t first, std::uint32_t count,
-                                                 BlockFn fn, ReadMode mode) override {
-    return contents_.read_blocks(id, content_size, first, count, fn, mode);
-  }
+                                                 BlockFn fn, ReadMode mode) override;
   Result<ContentState> put_blocks(const ContentId& id, std::uint64_t content_size,
                                   std::uint32_t first, std::span<const std::byte> data) override {
     return contents_.put_blocks(id, content_size, first, data);
   }
   Result<ContentState> verify_content(const ContentId& id, std::uint64_t content_size) override;
-  Result<ContentState> recheck_content(const ContentId& id, std::uint64_t content_size) override;
   Result<std::optional<ContentState>> content_state(const ContentId& id) override {
     return contents_.content_state(id);
   }
@@ -120,8 +118,9 @@ class LmdbBlockCache final : public MetadataTiers {
   // RunningHashes' mu_, LruQuota's pins_mu_ and a PendingShard's mu are leaves: nothing is
   // locked while they are held, and none is held across an LMDB call that may block.
   // DownloadClaims takes no lock of ours (its OFD locks are never waited for) and
-  // MetadataRecords, ContentStore and ContentVerifier none of their own (only the ones above,
-  // through TxnEngine, RunningHashes and the quota).
+  // MetadataRecords and ContentVerifier none of their own (only the ones above, through
+  // TxnEngine, RunningHashes and the quota); ContentStore's unwritten_mu_ (a read-only store's
+  // findings) is a leaf, taken inside a read txn.
   TxnEngine engine_;  // before the classes that use it
   RunningHashes hashes_;
   ContentStore contents_;

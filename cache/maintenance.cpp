@@ -77,7 +77,7 @@ Result<VerifyReport> LmdbBlockCache::verify_all() {
         continue;
       }
       ++report.checked;
-      auto r = verifier_.verify(c.id, c.size, /*force=*/true);
+      auto r = verifier_.verify(c.id, c.size);
       if (!r && r.error().kind == CacheError::Kind::kCorrupt) {
         ++report.corrupt;
       } else if (!r) {

@@ -78,15 +78,4 @@ void RunningHashes::forget(const ContentId& id) {
   hashes_.erase(id);
 }
 
-void RunningHashes::mark_verified_read_only(const ContentId& id) {
-  std::lock_guard lock(mu_);
-  read_only_verified_.insert(id);
-}
-
-bool RunningHashes::verified_here_read_only(const ContentId& id) {
-  if (!read_only_) return false;
-  std::lock_guard lock(mu_);
-  return read_only_verified_.count(id) != 0;
-}
-
 }  // namespace whfs::cache

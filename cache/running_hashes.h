@@ -11,7 +11,6 @@
 #include <optional>
 #include <span>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "cache/content_id.h"
@@ -23,8 +22,8 @@ namespace whfs::cache {
 
 class RunningHashes {
  public:
-  RunningHashes(TxnEngine& engine, const BlockGeometry& geometry, bool read_only)
-      : engine_(engine), geometry_(geometry), read_only_(read_only) {}
+  RunningHashes(TxnEngine& engine, const BlockGeometry& geometry)
+      : engine_(engine), geometry_(geometry) {}
   RunningHashes(const RunningHashes&) = delete;
   RunningHashes& operator=(const RunningHashes&) = delete;
 
@@ -38,10 +37,6 @@ class RunningHashes {
   // Drops the running hash of `id` (a block of it was deleted).
   void forget(const ContentId& id);
 
-  // A read-only cache cannot record that a content matched: this process remembers it.
-  void mark_verified_read_only(const ContentId& id);
-  bool verified_here_read_only(const ContentId& id);
-
  private:
   struct RunningHash {
     std::mutex mu;  // guards the fields; held while hashing (reads, never a write txn); see
@@ -53,11 +48,8 @@ class RunningHashes {
 
   TxnEngine& engine_;
   const BlockGeometry geometry_;
-  const bool read_only_;
-  std::mutex mu_;  // guards hashes_ and read_only_verified_; a leaf (lock order in
-                   // lmdb_block_cache.h)
+  std::mutex mu_;  // guards hashes_; a leaf (lock order in lmdb_block_cache.h)
   std::unordered_map<ContentId, std::shared_ptr<RunningHash>> hashes_;
-  std::unordered_set<ContentId> read_only_verified_;
 };
 
 }  // namespace whfs::cache

@@ -8,19 +8,8 @@ TieredCache::TieredCache(std::unique_ptr<BlockCache> lower, std::unique_ptr<Bloc
     : lower_(std::move(lower)), upper_(std::move(upper)) {}
 
 bool TieredCache::from_lower(const ContentId& id) {
-  {
-    std::lock_guard lock(mu_);
-    if (bad_.count(id) != 0) return false;
-  }
   auto st = lower_->content_state(id);
   return st && *st && (*st)->complete();
-}
-
-void TieredCache::lower_is_bad(const ContentId& id) {
-  spdlog::warn("read-only cache {}: {} does not match its hash; using the writable cache {}",
-               lower_->dir().string(), id.to_string(), upper_->dir().string());
-  std::lock_guard lock(mu_);
-  bad_.insert(id);
 }
 
 Result<std::vector<std::uint32_t>> TieredCache::read_blocks(const ContentId& id,
@@ -39,20 +28,16 @@ Result<ContentState> TieredCache::put_blocks(const ContentId& id, std::uint64_t 
 Result<ContentState> TieredCache::verify_content(const ContentId& id, std::uint64_t content_size) {
   if (!from_lower(id)) return upper_->verify_content(id, content_size);
   auto r = lower_->verify_content(id, content_size);
-  if (!r && r.error().kind == CacheError::Kind::kCorrupt) lower_is_bad(id);
-  return r;
-}
-
-Result<ContentState> TieredCache::recheck_content(const ContentId& id, std::uint64_t content_size) {
-  if (!from_lower(id)) return upper_->recheck_content(id, content_size);
-  auto r = lower_->recheck_content(id, content_size);
-  if (!r && r.error().kind == CacheError::Kind::kCorrupt) lower_is_bad(id);
+  if (!r && r.error().kind == CacheError::Kind::kCorrupt) {
+    spdlog::warn("read-only cache {}: {} does not match its hash; using the writable cache {}",
+                 lower_->dir().string(), id.to_string(), upper_->dir().string());
+  }
   return r;
 }
 
 Result<std::optional<ContentState>> TieredCache::content_state(const ContentId& id) {
-  // (The verified flag of a lower content was set by whoever built the image: readers hash it
-  // themselves unless the cache is trusted, as for any shared cache.)
+  // (The verified flag of a lower content was set by whoever built the image: whether it is
+  // taken at its word is the read path's decision, as for any shared cache.)
   return from_lower(id) ? lower_->content_state(id) : upper_->content_state(id);
 }
 

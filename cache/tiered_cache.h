@@ -4,15 +4,14 @@
 // TieredCache: a read-only cache (the lower tier: a cache baked into an image layer, or
 // bind-mounted `:ro` into a container) under a writable one (the upper tier). Both are read,
 // the lower first; new blocks, listings and revisions go to the upper one. The lower tier is
-// never written, locked or moved aside: a content of it that fails its hash is ignored by this
-// process (and downloaded into the upper tier) instead of being dropped.
+// never written, locked or moved aside: a content of it that fails its hash is gone from it for
+// this process (as a read-only store keeps its findings: ContentStore::keep_unwritten), so it
+// is read from the upper tier, where it is downloaded.
 //
 // NullCache: no cache at all (its directory is held by a stopped process, say): every read
 // misses and nothing is kept, so the mount serves what it verifies in memory.
 
 #include <memory>
-#include <mutex>
-#include <unordered_set>
 
 #include "cache/block_cache.h"
 #include "cache/metadata_tiers.h"
@@ -31,7 +30,6 @@ class TieredCache final : public MetadataTiers {
   Result<ContentState> put_blocks(const ContentId& id, std::uint64_t content_size,
                                   std::uint32_t first, std::span<const std::byte> data) override;
   Result<ContentState> verify_content(const ContentId& id, std::uint64_t content_size) override;
-  Result<ContentState> recheck_content(const ContentId& id, std::uint64_t content_size) override;
   Result<std::optional<ContentState>> content_state(const ContentId& id) override;
   Result<void> pin(const ContentId& id) override { return upper_->pin(id); }
   void unpin(const ContentId& id) override { upper_->unpin(id); }
@@ -63,14 +61,11 @@ class TieredCache final : public MetadataTiers {
   // Metadata: the upper tier's, then the lower one's (metadata_tiers.h).
   MetadataStore& writable_metadata() override { return *upper_; }
   MetadataStore* lower_metadata() override { return lower_.get(); }
-  // The lower tier holds the whole content and it has not failed its hash here.
+  // The lower tier holds the whole content (one that failed its hash here is gone from it).
   bool from_lower(const ContentId& id);
-  void lower_is_bad(const ContentId& id);
 
   std::unique_ptr<BlockCache> lower_;
   std::unique_ptr<BlockCache> upper_;
-  std::mutex mu_;  // guards bad_; a leaf lock
-  std::unordered_set<ContentId> bad_;
 };
 
 class NullCache final : public BlockCache {
@@ -92,7 +87,6 @@ class NullCache final : public BlockCache {
     return busy();
   }
   Result<ContentState> verify_content(const ContentId&, std::uint64_t) override { return busy(); }
-  Result<ContentState> recheck_content(const ContentId&, std::uint64_t) override { return busy(); }
   Result<std::optional<ContentState>> content_state(const ContentId&) override {
     return std::optional<ContentState>();
   }

@@ -17,6 +17,10 @@ namespace whfs::cache {
 
 namespace {
 
+// The cache's retries, each bounded here: a read is tried again only when another process
+// grew the map meanwhile (MDB_MAP_RESIZED: the new size is adopted first); a write also after
+// making room (eviction, a larger map, the eviction reserve) or adopting a new size.
+constexpr int kReadAttempts = 3;
 constexpr int kMaxWriteAttempts = 8;
 constexpr std::size_t kIdleReadersPerShard = 1;  // 16 idle read txns at most
 
@@ -43,7 +47,7 @@ std::uint64_t TxnEngine::now_ms() const {
 // ---- txn plumbing ----------------------------------------------------------------------
 
 Result<void> TxnEngine::read(ReadBody body) {
-  for (int attempt = 0; attempt < 3; ++attempt) {
+  for (int attempt = 0; attempt < kReadAttempts; ++attempt) {
     lmdb::Res<void> r;
     {
       std::shared_lock lk(map_mutex_);

@@ -41,8 +41,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr std::size_t kSubtreePages = 250;
-
 class MountApp {
  public:
   MountApp(const MountOptions& o, const StartupHooks& hooks) : o_(o), hooks_(hooks) {}
@@ -62,7 +60,7 @@ class MountApp {
     // it works).
     if (!cache_note_.empty()) spdlog::info("{}", cache_note_);
     spdlog::info("cache {}: {}", o_.cache_upper.empty() ? o_.cache_dir : o_.cache_upper,
-                 cache_trust(o_, *cache_).why);
+                 gate_->cache_trust().why);
     refresher_->start();
     fuse_->run();  // until SIGTERM/SIGINT or an external unmount
     refresher_->stop();
@@ -123,22 +121,19 @@ class MountApp {
     if (!at) return unexpected(at.error());
     at_mount_ = std::move(*at);
 
-    // A listing decides which bytes are right: one that another user could have written (a
-    // group-shared or read-only cache, a tier, one that was shared once) is re-listed from the
-    // Hub (issue 21), and a content it records as verified is hashed again by this process
-    // before it is served. A cache only this user can have written is taken at its word: the
-    // re-hash would protect nothing this user could not change anyway (issue 28).
-    const bool own_listings = cache_trust(o_, *cache_).trusted;
-    // A folder's whole subtree in one paginated listing of up to 250 pages (250k entries, the
-    // client's limit on what one listing may make it hold): a 100k-entry repository is 113
-    // requests instead of 4000 folder listings one after another (and the first 100 pages,
-    // thrown away before, when the limit was 100).
-    listings_ = std::make_unique<CachedListingSource>(*hub_, *cache_, *scope_, endpoint, key_.repo,
-                                                      60s, kSubtreePages, own_listings);
-    auto rc = reader_config(o_);
-    rc.fetcher.trust_cache = own_listings;
-    rc.fetcher.peek_verified_only = !own_listings;  // a wheel's METADATA: not a co-tenant's
-    reader_ = std::make_unique<reader::Reader>(*cache_, *hub_, *scope_, rc);
+    // Who may serve what: one gate, asked by the listings, the reader and the wheel metadata.
+    // Whose records it believes is decided once (cache_trust()): a listing decides which bytes
+    // are right, so one that another user could have written (a group-shared or read-only
+    // cache, a tier, one that was shared once) is re-listed from the Hub, and a content it
+    // records as verified is hashed again by this process before it is served. A cache only
+    // this user can have written is taken at its word: the re-hash would protect nothing this
+    // user could not change anyway.
+    const auto rc = reader_config(o_);
+    gate_ = std::make_unique<reader::ServingGate>(*scope_, cache_trust(o_, *cache_), rc.fetcher,
+                                                  read_stats_);
+    listings_ =
+        std::make_unique<CachedListingSource>(*hub_, *cache_, *gate_, endpoint, key_.repo, 60s);
+    reader_ = std::make_unique<reader::Reader>(*cache_, *hub_, *gate_, read_stats_, rc);
     target::CallerTargetsConfig tc;
     tc.overrides = o_.target;
     tc.per_caller = o_.current_per_caller;
@@ -149,8 +144,8 @@ class MountApp {
       if (auto k = keep_hints(); !k) return unexpected(k.error());
     }
     views_ = std::make_unique<TargetCallerViews>(*callers_);
-    wheel_meta_ = std::make_unique<wheel::WheelMetadataService>(*reader_, *cache_, *scope_,
-                                                                o_.read_timeout, own_listings);
+    wheel_meta_ = std::make_unique<wheel::WheelMetadataService>(
+        *reader_, *cache_, *scope_, o_.read_timeout, gate_->believes_records());
     index_meta_ = std::make_unique<wheel::WheelIndexMetadata>(*wheel_meta_);
     targets_ = std::make_unique<ns::TargetsView>(*listings_, callers_->host(), index_meta_.get());
     targets_->set_current_keys(
@@ -168,7 +163,7 @@ class MountApp {
         o_, key_, Refresher::Parts{*hub_, *cache_, *scope_, *names_, *callers_, *fs_});
     // Streaming readers may have been handed bytes of a download that then failed its hash:
     // the kernel drops its pages of that content (from the refresher's thread).
-    reader_->set_corrupt_listener(
+    gate_->set_corrupt_listener(
         [r = refresher_.get()](const cache::ContentId& id) { r->drop_pages_of(id); });
 
     // List the root now: a repository that cannot be listed fails the mount, not the first ls.
@@ -227,10 +222,10 @@ class MountApp {
   }
 
   std::string status() {
-    return status_json(
-        StatusParts{o_, key_, *hub_, *cache_, *scope_, *names_, *reader_, *callers_, *wheel_meta_},
-        StatusFacts{!at_mount_.offline_note.empty(), mounted_at_, metrics_url_,
-                    refresher_->facts()});
+    return status_json(StatusParts{o_, key_, *hub_, *cache_, *scope_, *names_, *gate_, read_stats_,
+                                   *callers_, *wheel_meta_},
+                       StatusFacts{!at_mount_.offline_note.empty(), mounted_at_, metrics_url_,
+                                   refresher_->facts()});
   }
 
   std::vector<prometheus::MetricFamily> collect_metrics() {
@@ -244,7 +239,7 @@ class MountApp {
     f.commit_changes = r.commit_changes;
     f.offline = hub_->offline() || !at_mount_.offline_note.empty();
     f.last_refresh = r.last_ok;
-    return mount_metrics(f, *hub_, *reader_, *cache_);
+    return mount_metrics(f, *hub_, read_stats_, *cache_);
   }
 
   const MountOptions& o_;
@@ -255,12 +250,16 @@ class MountApp {
   std::string metrics_url_;      // set before the mount, then read only
   std::string cache_note_;       // a read-only cache, said in the log once mounted
 
+  // The read path's figures: recorded by its parts, read by status and the metrics.
+  reader::ReadPathStats read_stats_;
+
   // Built in this order by start(), destroyed in the reverse order: each part only uses parts
   // declared above it (and the refresher the FUSE mount, attached once mounted; run() ends the
   // refresher, the metrics and the FUSE mount first).
   std::unique_ptr<cache::BlockCache> cache_;
   std::unique_ptr<hub::HubClient> hub_;
   std::unique_ptr<cache::AccessScope> scope_;
+  std::unique_ptr<reader::ServingGate> gate_;
   std::unique_ptr<CachedListingSource> listings_;
   std::unique_ptr<reader::Reader> reader_;
   std::unique_ptr<target::CallerTargets> callers_;

@@ -33,7 +33,7 @@ reader::ReaderConfig reader_config(const MountOptions& o) {
   rc.fetcher.first_request = std::max<std::uint64_t>(1 << 20, o.readahead / o.connections);
   rc.fetcher.serving = o.streaming ? reader::Serving::kStreaming : reader::Serving::kVerified;
   rc.fetcher.request_timeout = o.read_timeout;
-  // (trust_cache: decided by cache_trust() once the cache is open, with cache_trusted.)
+  // (Whose records are believed: cache_trust(), once the cache is open.)
   rc.fetcher.claim_takeover = std::max(2 * o.stall_timeout, std::chrono::seconds(4));
   rc.readahead.max_window = std::max<std::uint64_t>(1 << 20, o.readahead);
   rc.readahead.batch = rc.fetcher.first_request;
@@ -120,7 +120,7 @@ Expected<std::unique_ptr<cache::BlockCache>, std::string> open_mount_cache(const
       std::make_unique<cache::TieredCache>(std::move(cache).value(), std::move(upper).value()));
 }
 
-CacheTrust cache_trust(const MountOptions& o, const cache::BlockCache& cache) {
+reader::CacheTrust cache_trust(const MountOptions& o, const cache::BlockCache& cache) {
   if (o.cache_trusted) {
     return {true,
             "cache_trusted: what any process sharing the cache recorded as verified is served as "

@@ -27,14 +27,12 @@ fuse::FuseConfig fuse_config(const MountOptions& o, const std::string& repo_id);
 Expected<std::unique_ptr<cache::BlockCache>, std::string> open_mount_cache(
     const MountOptions& o, std::string* note = nullptr);
 
-// Whose word the cache's records are taken on: a content recorded as verified, a stored
-// listing. Trusted: served as recorded (cache_trusted=, or a cache only this user can have
-// written). Not: each content is hashed by this process before its first read, and listings
-// come from the Hub. `why` says which, in words (the status and the mount's log line).
-struct CacheTrust {
-  bool trusted = false;
-  std::string why;
-};
-CacheTrust cache_trust(const MountOptions& o, const cache::BlockCache& cache);
+// Whose word the cache's records are taken on (a content recorded as verified, a stored
+// listing, a wheel's METADATA), decided here once; the mount's serving gate holds the answer
+// and every part asks it (fs/reader/serving_gate.h). Believed: taken as recorded
+// (cache_trusted=, or a cache only this user can have written). Not: each content is hashed by
+// this process before its first read, and listings come from the Hub. `why` says which, in
+// words (the status and the mount's log line).
+reader::CacheTrust cache_trust(const MountOptions& o, const cache::BlockCache& cache);
 
 }  // namespace whfs

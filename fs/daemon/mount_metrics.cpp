@@ -9,7 +9,7 @@
 namespace whfs {
 
 std::vector<prometheus::MetricFamily> mount_metrics(const MountFacts& f, const hub::HubClient& hub,
-                                                    reader::Reader& reader,
+                                                    reader::ReadPathStats& reads,
                                                     cache::BlockCache& cache) {
   metrics::Families m;
   const auto d = [](std::uint64_t v) { return static_cast<double>(v); };
@@ -50,13 +50,13 @@ std::vector<prometheus::MetricFamily> mount_metrics(const MountFacts& f, const h
             d(h.errors.load()));
   m.counter("wheelhouse_http_redirects_total", "Redirects followed", d(h.redirects.load()));
 
-  const reader::FetcherStats fs = reader.stats();
+  const reader::FetcherStats fs = reads.fetch();
   m.counter("wheelhouse_download_requests_total", "Ranged GETs of file contents", d(fs.requests));
   m.counter("wheelhouse_download_bytes_total", "File bytes downloaded by completed ranged GETs",
             d(fs.bytes));
   m.counter("wheelhouse_download_errors_total", "Ranged GETs that failed", d(fs.errors));
   m.histogram("wheelhouse_download_duration_seconds", "How long one ranged GET took",
-              reader.download_latency().snapshot());
+              reads.download_latency.snapshot());
   m.counter("wheelhouse_verification_failures_total",
             "Downloads whose bytes did not match the file's hash", d(fs.corrupt));
   m.counter("wheelhouse_reads_failed_fast_total",
@@ -64,7 +64,7 @@ std::vector<prometheus::MetricFamily> mount_metrics(const MountFacts& f, const h
   m.counter("wheelhouse_reads_interrupted_total", "Reads whose caller went away while waiting",
             d(fs.interrupted));
 
-  const auto transfers = reader.transfers();
+  const auto transfers = reads.transfers.snapshot();
   double active = 0;
   double connections = 0;
   double waiting = 0;
@@ -77,7 +77,7 @@ std::vector<prometheus::MetricFamily> mount_metrics(const MountFacts& f, const h
   m.gauge("wheelhouse_transfer_connections", "Ranged GETs open now", connections);
   m.gauge("wheelhouse_readers_waiting", "Reads waiting for a download now", waiting);
 
-  const reader::ReadStats rs = reader.read_stats();
+  const reader::ReadStats rs = reads.read_counts();
   const char* reads_help =
       "Reads that reached the daemon: hit (served at once), miss (waited for a download or a "
       "verification), error";
@@ -85,7 +85,7 @@ std::vector<prometheus::MetricFamily> mount_metrics(const MountFacts& f, const h
   m.counter("wheelhouse_reads_total", reads_help, d(rs.misses), {{"result", "miss"}});
   m.counter("wheelhouse_reads_total", reads_help, d(rs.errors), {{"result", "error"}});
   m.histogram("wheelhouse_read_duration_seconds", "How long a read took in the daemon",
-              reader.read_latency().snapshot());
+              reads.read_latency.snapshot());
 
   if (auto s = cache.stats(); s) {
     const char* lookups = "Cache block lookups";

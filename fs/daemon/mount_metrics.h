@@ -1,6 +1,6 @@
 #pragma once
 // A mount's figures as Prometheus metric families (README "Metrics" lists them): read from the
-// hub client's, the reader's and the cache's own counters at each scrape.
+// hub client's, the read path's (ReadPathStats) and the cache's own counters at each scrape.
 
 #include <prometheus/metric_family.h>
 
@@ -10,7 +10,7 @@
 
 #include "cache/block_cache.h"
 #include "fs/hub/hub_client.h"
-#include "fs/reader/reader.h"
+#include "fs/reader/read_stats.h"
 
 namespace whfs {
 
@@ -27,7 +27,7 @@ struct MountFacts {
 
 std::vector<prometheus::MetricFamily> mount_metrics(const MountFacts& facts,
                                                     const hub::HubClient& hub,
-                                                    reader::Reader& reader,
+                                                    reader::ReadPathStats& reads,
                                                     cache::BlockCache& cache);
 
 }  // namespace whfs

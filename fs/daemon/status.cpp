@@ -8,7 +8,6 @@
 #include "fs/common/log.h"
 #include "fs/common/version.h"
 #include "fs/config/stats_json.h"
-#include "fs/daemon/mount_config.h"
 
 namespace whfs {
 
@@ -26,8 +25,8 @@ std::string status_json(const StatusParts& p, const StatusFacts& f) {
   // For `wheelhouse cache --mount`: the writable tier's folder, and its group.
   j["cache_dir"] = o.cache_upper.empty() ? o.cache_dir : o.cache_upper;
   j["cache_group"] = o.cache_group;
-  const CacheTrust trust = cache_trust(o, p.cache);
-  j["cache_trust"] = {{"trusted", trust.trusted}, {"why", trust.why}};
+  const reader::CacheTrust& trust = p.gate.cache_trust();
+  j["cache_trust"] = {{"trusted", trust.believed}, {"why", trust.why}};
   // Whose records of the cache it reads, and whose it writes (cache/audience.h).
   j["audiences"] = {{"readable", p.scope.readable()},
                     {"writes", std::string(p.scope.write().name)},
@@ -41,15 +40,15 @@ std::string status_json(const StatusParts& p, const StatusFacts& f) {
                                              : nlohmann::json{{"at", f.refresh.last_at},
                                                               {"result", f.refresh.last_result}};
   if (!f.metrics_url.empty()) j["metrics"] = f.metrics_url;
-  j["reads"] = read_stats_json(p.reader.read_stats());
-  j["received_bytes"] = p.reader.received_bytes();
-  j["transfers"] = transfers_json(p.reader.transfers());
+  j["reads"] = read_stats_json(p.reads.read_counts());
+  j["received_bytes"] = p.reads.transfers.received_total();
+  j["transfers"] = transfers_json(p.reads.transfers.snapshot());
   j["inodes"] = p.names.inode_count();
   j["serving"] = o.streaming ? "streaming" : "verified";
   j["targets"] = o.current ? p.callers.status_json() : nlohmann::json(nullptr);
   j["wheel_metadata"] = wheel_metadata_json(p.wheel_meta.stats());
   j["hub"] = hub_stats_json(p.hub.stats());
-  j["fetch"] = fetch_stats_json(p.reader.stats());
+  j["fetch"] = fetch_stats_json(p.reads.fetch());
   j["recent_problems"] = problems_json(recent_problems());
   if (auto s = p.cache.stats(); s) j["cache"] = cache_stats_json(o.cache_dir, *s);
   return j.dump();

@@ -12,7 +12,8 @@
 #include "fs/daemon/refresher.h"
 #include "fs/hub/hub_client.h"
 #include "fs/namespace/namespace.h"
-#include "fs/reader/reader.h"
+#include "fs/reader/read_stats.h"
+#include "fs/reader/serving_gate.h"
 #include "fs/targeting/caller_targets.h"
 #include "fs/wheel/wheel_metadata.h"
 
@@ -25,7 +26,8 @@ struct StatusParts {
   cache::BlockCache& cache;
   const cache::AccessScope& scope;
   ns::Namespace& names;
-  reader::Reader& reader;
+  const reader::ServingGate& gate;
+  reader::ReadPathStats& reads;
   const target::CallerTargets& callers;
   const wheel::WheelMetadataService& wheel_meta;
 };

@@ -7,13 +7,13 @@
 namespace whfs::reader {
 
 std::optional<Claims::Outcome> Claims::take(const FileContent& c) {
-  auto claim = store_.claim_download(c.id);
+  auto claim = cache_.claim(c.id);
   if (!claim) return Outcome{};      // nothing to coordinate with: download
   if (!*claim) return std::nullopt;  // another process holds it
   std::shared_ptr<cache::BlockStore::DownloadClaim> shared(std::move(*claim));
   std::lock_guard lock(mu_);
   held_[c.id] = shared;
-  return Outcome{std::move(shared), false};
+  return Outcome{std::move(shared), std::nullopt};
 }
 
 Expected<Claims::Outcome, ReadError> Claims::claim_or_wait(const FileContent& c,
@@ -21,12 +21,12 @@ Expected<Claims::Outcome, ReadError> Claims::claim_or_wait(const FileContent& c,
   {
     std::lock_guard lock(mu_);
     if (auto it = held_.find(c.id); it != held_.end()) {
-      if (auto held = it->second.lock()) return Outcome{std::move(held), false};
+      if (auto held = it->second.lock()) return Outcome{std::move(held), std::nullopt};
       held_.erase(it);
     }
   }
   if (auto mine = take(c)) return *mine;
-  shared_waits_++;
+  stats_.shared_waits.add();
   // Wait for the other process's blocks; take over when it dies (its claim goes) or makes no
   // progress for the takeover time.
   std::uint32_t last_present = 0;
@@ -43,9 +43,9 @@ Expected<Claims::Outcome, ReadError> Claims::claim_or_wait(const FileContent& c,
       std::this_thread::sleep_until(until);
     }
     pause = std::min(pause * 2, std::chrono::milliseconds(50));
-    auto st = store_.content_state(c.id);
+    auto st = cache_.state(c.id);
     if (!st) return Outcome{};
-    if (*st && (*st)->complete()) return Outcome{nullptr, true};
+    if (*st && (*st)->complete()) return Outcome{nullptr, **st};
     const std::uint32_t present = *st ? (*st)->present : 0;
     if (present != last_present) {
       last_present = present;
@@ -57,7 +57,7 @@ Expected<Claims::Outcome, ReadError> Claims::claim_or_wait(const FileContent& c,
           "{}: the process downloading it for the cache made no progress for {} s; "
           "downloading the rest here",
           c.path, takeover_.count());
-      takeovers_++;
+      stats_.takeovers.add();
       return Outcome{};
     }
   }

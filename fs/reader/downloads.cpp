@@ -41,9 +41,10 @@ struct Downloads::Flight {
 };
 
 Downloads::Downloads(cache::BlockStore& store, hub::HubClient& hub, const FetcherConfig& config,
-                     OnComplete on_complete, OnFetched on_fetched)
+                     ReadPathStats& stats, OnComplete on_complete, OnFetched on_fetched)
     : store_(store),
-      gets_(store, hub, sizes_of(config), config.request_timeout),
+      stats_(stats),
+      gets_(store, hub, sizes_of(config), config.request_timeout, stats),
       config_(config),
       on_complete_(std::move(on_complete)),
       on_fetched_(std::move(on_fetched)) {
@@ -78,15 +79,6 @@ void Downloads::shutdown() {
   workers_.clear();
 }
 
-void Downloads::add_to(FetcherStats& s) const {
-  std::lock_guard lock(mu_);
-  gets_.add_to(s);
-  s.demand_requests += stats_.demand_requests;
-  s.prefetch_requests += stats_.prefetch_requests;
-  s.waits_joined += stats_.waits_joined;
-  s.uncached += stats_.uncached;
-}
-
 // ---- waiting for flights -----------------------------------------------------------------
 
 Expected<void, ReadError> Downloads::wait_for(const FileContent& c,
@@ -95,14 +87,15 @@ Expected<void, ReadError> Downloads::wait_for(const FileContent& c,
   // The patience restarts whenever bytes of the content arrive or one of the flights ends: a
   // download on a slow link that keeps moving bytes is never cut short, one that moves none
   // is. Bytes are not signalled one by one: the wait looks at the count every second.
-  gets_.transfers().wait(c.id, c.path, c.size);
+  Transfers& transfers = stats_.transfers;
+  transfers.wait(c.id, c.path, c.size);
   auto count_done = [&] {
     return static_cast<std::size_t>(std::count_if(flights.begin(), flights.end(),
                                                   [](const auto& f) { return f->done.load(); }));
   };
   constexpr auto kLook = std::chrono::seconds(1);
   std::size_t seen = count_done();
-  std::uint64_t bytes = gets_.transfers().received_of(c.id);
+  std::uint64_t bytes = transfers.received_of(c.id);
   Deadline until = Clock::now() + wait.patience;
   std::optional<ReadError> failed;
   while (seen < flights.size()) {
@@ -117,7 +110,7 @@ Expected<void, ReadError> Downloads::wait_for(const FileContent& c,
       failed = cancelled_error(c.path + ": the reader went away while waiting");
       break;
     }
-    const std::uint64_t now_bytes = gets_.transfers().received_of(c.id);
+    const std::uint64_t now_bytes = transfers.received_of(c.id);
     if (ended || now_bytes != bytes) {
       seen = count_done();
       bytes = now_bytes;
@@ -134,7 +127,7 @@ Expected<void, ReadError> Downloads::wait_for(const FileContent& c,
       break;
     }
   }
-  gets_.transfers().unwait(c.id);
+  transfers.unwait(c.id);
   if (failed) return unexpected(std::move(*failed));
   for (const auto& f : flights) {
     std::lock_guard lock(f->mu);
@@ -160,7 +153,7 @@ Expected<Downloads::Stored, ReadError> Downloads::fetch_blocks(
       auto& f = it->second;
       if (std::find(waits.begin(), waits.end(), f) == waits.end()) {
         waits.push_back(f);
-        stats_.waits_joined++;
+        stats_.waits_joined.add();
         if (!f->demand && !f->started.load()) {
           // Promote: a reader waits for this prefetch now, so it runs first.
           f->demand = true;
@@ -300,7 +293,7 @@ void Downloads::worker() {
       f = std::move(q.front());
       q.pop_front();
       if (f->started.exchange(true)) continue;  // a promoted copy already ran
-      (f->demand ? stats_.demand_requests : stats_.prefetch_requests)++;
+      (f->demand ? stats_.demand_requests : stats_.prefetch_requests).add();
     }
     if (f->abandon.cancelled()) {
       finish(f, cancelled_error("nobody waits for it any more"));
@@ -317,14 +310,16 @@ void Downloads::worker() {
 void Downloads::run(const std::shared_ptr<Flight>& f) {
   std::optional<ReadError> error;
   Stored stored = Stored::kCached;
-  // A prefetch may be overtaken by readers that fetched the same content meanwhile: skip
-  // contents that are complete already (verifying them if nobody did).
-  auto state = store_.content_state(f->content.id);
-  if (state && *state && (*state)->complete()) {
-    if (auto r = on_complete_(f->content, **state); !r) error = r.error();
+  // Only what is still missing of the range: a prefetch may be overtaken by readers, and any
+  // flight by another process sharing the cache.
+  auto missing = missing_blocks(f->content, f->range);
+  if (missing && missing->empty()) {
+    // All there already: a content made complete meanwhile is verified if nobody did.
+    auto state = store_.content_state(f->content.id);
+    if (state && *state && (*state)->complete()) {
+      if (auto r = on_complete_(f->content, **state); !r) error = r.error();
+    }
   } else {
-    // Download only what is still missing of the range.
-    auto missing = missing_blocks(f->content, f->range);
     const std::vector<BlockRange> runs =
         missing ? coalesce(*missing, f->range.count) : std::vector<BlockRange>{f->range};
     for (const auto& r : runs) {
@@ -348,8 +343,7 @@ Expected<Downloads::Stored, ReadError> Downloads::download(const FileContent& c,
     if (put->error().kind != cache::CacheError::Kind::kFull) {
       spdlog::warn("{}: cache write failed ({})", c.path, put->error().message);
     }
-    std::lock_guard lock(mu_);
-    stats_.uncached++;
+    stats_.uncached.add();
     return Stored::kNotKept;  // its readers take the memory path
   }
   if (on_fetched_) on_fetched_(c);

@@ -24,12 +24,10 @@
 #include "fs/common/cancel.h"
 #include "fs/common/clock.h"
 #include "fs/common/expected.h"
-#include "fs/common/histogram.h"
 #include "fs/hub/hub_client.h"
 #include "fs/reader/block_math.h"
 #include "fs/reader/ranged_gets.h"
 #include "fs/reader/read_types.h"
-#include "fs/reader/transfers.h"
 
 namespace whfs::reader {
 
@@ -62,7 +60,7 @@ class Downloads {
   using OnFetched = std::function<void(const FileContent&)>;
 
   Downloads(cache::BlockStore& store, hub::HubClient& hub, const FetcherConfig& config,
-            OnComplete on_complete, OnFetched on_fetched = {});
+            ReadPathStats& stats, OnComplete on_complete, OnFetched on_fetched = {});
   ~Downloads();
   Downloads(const Downloads&) = delete;
   Downloads& operator=(const Downloads&) = delete;
@@ -106,11 +104,6 @@ class Downloads {
   // Ends the workers; flights still queued fail as interrupted.
   void shutdown();
 
-  void add_to(FetcherStats& s) const;
-  Transfers& transfers() { return gets_.transfers(); }
-  const Transfers& transfers() const { return gets_.transfers(); }
-  const LatencyHistogram& latency() const { return gets_.latency(); }
-
  private:
   struct Key {
     cache::ContentId id;
@@ -139,6 +132,7 @@ class Downloads {
   std::uint32_t request_blocks(std::uint64_t blocks, unsigned connections = 0) const;
 
   cache::BlockStore& store_;
+  ReadPathStats& stats_;
   RangedGets gets_;  // thread-safe itself
   const FetcherConfig config_;
   const OnComplete on_complete_;
@@ -150,7 +144,6 @@ class Downloads {
   std::unordered_map<Key, std::shared_ptr<Flight>, KeyHash> inflight_;
   std::deque<std::shared_ptr<Flight>> demand_q_;
   std::deque<std::shared_ptr<Flight>> prefetch_q_;
-  FetcherStats stats_;  // demand and prefetch requests, waits joined, uncached
   bool stopping_ = false;
   std::vector<std::thread> workers_;
 

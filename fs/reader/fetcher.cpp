@@ -4,22 +4,26 @@
 
 #include <algorithm>
 #include <random>
+#include <utility>
 
 namespace whfs::reader {
 
-Fetcher::Fetcher(cache::BlockStore& store, hub::HubClient& hub, const cache::AccessScope& scope,
-                 FetcherConfig config)
+Fetcher::Fetcher(cache::BlockStore& store, hub::HubClient& hub, ServingGate& gate,
+                 ReadPathStats& stats, FetcherConfig config)
     : store_(store),
-      scope_(scope),
+      gate_(gate),
+      stats_(stats),
       config_(config),
-      gate_(config_),
-      memory_(config_.memory_limit),
-      verifier_(store, gate_, config_),
-      claims_(store, config_.claim_takeover),
+      memory_(config_.memory_limit, stats),
+      verifier_(store, gate, config_, stats),
+      claims_(
+          Claims::Cache{[&store](const cache::ContentId& id) { return store.claim_download(id); },
+                        [&store](const cache::ContentId& id) { return store.content_state(id); }},
+          config_.claim_takeover, stats),
       downloads_(
-          store, hub, config_,
+          store, hub, config_, stats,
           [this](const FileContent& c, const cache::ContentState& s) {
-            return check_complete(c, s.verified);
+            return verify_cached(c, s.verified);
           },
           [this](const FileContent& c) { fetched_here(c); }) {}
 
@@ -30,36 +34,28 @@ void Fetcher::shutdown() {
   memory_.drop_pending();
 }
 
-FetcherStats Fetcher::stats() const {
-  FetcherStats s;
-  gate_.add_to(s);
-  memory_.add_to(s);
-  verifier_.add_to(s);
-  claims_.add_to(s);
-  downloads_.add_to(s);
-  s.interrupted = interrupted_.load();
-  return s;
-}
-
 std::optional<ReadError> Fetcher::refused(const FileContent& c) {
   if (downloads_.stopping()) return cancelled_error("shutting down");
   return gate_.blocked(c.id, c.path);
 }
 
-Expected<void, ReadError> Fetcher::verify_cached(const FileContent& c) {
-  return verifier_.verify_cached(c, [&] { return downloads_.refill_cache(c); });
+Expected<void, ReadError> Fetcher::verify_cached(const FileContent& c, bool recorded) {
+  return verifier_.verify_cached(c, recorded, [&] { return downloads_.refill_cache(c); });
 }
 
-Expected<void, ReadError> Fetcher::check_complete(const FileContent& c, bool verified) {
-  if (!gate_.must_verify(c.id, verified)) return {};
-  return verify_cached(c);
+std::optional<std::vector<std::uint32_t>> Fetcher::missing_of(const FileContent& c, BlockRange r,
+                                                              bool stored) {
+  if (stored) return downloads_.missing_blocks(c, r);
+  std::vector<std::uint32_t> all(r.count);
+  for (std::uint32_t i = 0; i < r.count; ++i) all[i] = r.first + i;
+  return all;
 }
 
 // ---- who may read what ---------------------------------------------------------------------
 
 Expected<bool, ReadError> Fetcher::admit(const FileContent& c, const WaitPolicy& wait) {
   if (gate_.admitted(c.id)) return true;
-  if (auto g = store_.granted(c.id, scope_.readable()); g && *g) {
+  if (auto g = store_.granted(c.id, gate_.scope().readable()); g && *g) {
     gate_.admit(c.id);
     return true;
   }
@@ -75,7 +71,7 @@ Expected<bool, ReadError> Fetcher::prove(const FileContent& c, const WaitPolicy&
     // The cache withholds a complete content until it matched its hash: hash it first (a
     // mismatch drops it, and it is fetched like any other).
     if (auto st = store_.content_state(c.id); st && *st && !(*st)->verified) {
-      if (auto v = verify_cached(c); !v) return unexpected(v.error());
+      if (auto v = verify_cached(c, false); !v) return unexpected(v.error());
     }
   }
   std::vector<std::uint32_t> stored;
@@ -114,18 +110,9 @@ Expected<bool, ReadError> Fetcher::prove(const FileContent& c, const WaitPolicy&
 
 void Fetcher::fetched_here(const FileContent& c) {
   if (!gate_.admit(c.id)) return;
-  if (auto r = store_.grant(c.id, scope_.write()); !r) {
+  if (auto r = store_.grant(c.id, gate_.scope().write()); !r) {
     spdlog::debug("{}: no grant recorded in the cache ({})", c.path, r.error().message);
   }
-}
-
-Expected<Source, ReadError> Fetcher::admitted_or_proven(const FileContent& c, Source s,
-                                                        const WaitPolicy& wait) {
-  if (s.memory) return s;
-  // Made servable by a download of this process, or of another one (waited for, or there
-  // before): a grant of this process's audiences, or a proof.
-  if (auto a = admit(c, wait); !a) return unexpected(a.error());
-  return s;  // not admitted: nothing stored any more; the reader asks again
 }
 
 // ---- ensure ------------------------------------------------------------------------------
@@ -134,16 +121,22 @@ Expected<Source, ReadError> Fetcher::ensure(const FileContent& content, BlockRan
                                             const WaitPolicy& wait,
                                             std::optional<BlockRange> then) {
   if (auto e = refused(content)) return unexpected(std::move(*e));
-  if (auto m = memory_.hit(content.id)) return Source{std::move(m)};
-  // Nothing of the cache is served before the end of ensure(): it is admitted there (a grant
-  // recorded meanwhile by a download of the same audience is found then, without a proof).
+  if (auto m = memory_.hit(content.id)) return Source{std::move(m), {}};
   auto r = gate_.streams(content.id) ? ensure_streaming(content, need, wait, then)
                                      : ensure_verified(content, need, wait);
-  if (r) r = admitted_or_proven(content, std::move(*r), wait);
+  // Nothing of the cache is served before this point: it is admitted here (by a download of
+  // this process, a grant of its audiences, or a proof), and the gate's verdict goes back.
+  if (r && !r->memory) {
+    if (auto a = admit(content, wait); !a) {
+      r = unexpected(a.error());
+    } else {
+      r->verdict = gate_.verdict(content.id);
+    }
+  }
   if (!r) {
     gate_.remember_failure(content.id, r.error());
     if (r.error().kind == FsErrorKind::kInterrupted && wait.cancel && wait.cancel->cancelled()) {
-      interrupted_++;
+      stats_.interrupted.add();
     }
   }
   return r;
@@ -151,42 +144,38 @@ Expected<Source, ReadError> Fetcher::ensure(const FileContent& content, BlockRan
 
 Expected<Source, ReadError> Fetcher::ensure_verified(const FileContent& c, BlockRange need,
                                                      const WaitPolicy& wait) {
-  const std::uint32_t total = block_count(c.size, store_.block_size());
-  for (int attempt = 0; attempt < 4; ++attempt) {
-    auto state = store_.content_state(c.id);
-    if (!state)
-      return fetch_to_memory(c, wait, "the cache cannot be read: " + state.error().message);
-    if (*state && (*state)->verified) {
-      if (gate_.serves_verified(c.id)) return Source{};
-      if (auto v = verify_cached(c); !v) return unexpected(v.error());
-      if (gate_.serves_verified(c.id)) return Source{};
-      continue;  // blocks went missing while it was hashed
-    }
-    auto missing = downloads_.missing_blocks(c, BlockRange{0, total});
-    if (!missing) return fetch_to_memory(c, wait, "the cache cannot be read");
-    if (missing->empty()) {  // complete, not verified yet
-      if (auto v = verify_cached(c); !v) return unexpected(v.error());
-      continue;
-    }
-    gate_.distrust(c.id);  // its blocks are changing
-    // Another process sharing the cache may be downloading it already: wait for its blocks
-    // rather than have the Hub serve them twice.
-    auto claimed = claims_.claim_or_wait(c, wait);
-    if (!claimed) return unexpected(claimed.error());
-    if (claimed->other_finished) continue;
-    missing = downloads_.missing_blocks(c, BlockRange{0, total});  // (a stalled holder left some)
-    if (!missing) return fetch_to_memory(c, wait, "the cache cannot be read");
-    if (missing->empty()) continue;
-    // The read's own blocks first, then the rest of the file from there on, then the front.
-    const auto in_need = [&](std::uint32_t b) { return b >= need.first && b < need.end(); };
-    const auto rest = std::stable_partition(missing->begin(), missing->end(), in_need);
-    std::stable_partition(rest, missing->end(), [&](std::uint32_t b) { return b >= need.end(); });
-    auto r = downloads_.fetch_blocks(c, *missing, wait, std::nullopt);
-    if (!r) return unexpected(r.error());
-    if (*r == Stored::kNotKept) return fetch_to_memory(c, wait, "the cache could not keep it");
+  auto state = store_.content_state(c.id);
+  if (!state) return fetch_to_memory(c, wait, "the cache cannot be read: " + state.error().message);
+  if (*state && (*state)->complete()) {
+    if (auto v = verify_cached(c, (*state)->verified); !v) return unexpected(v.error());
+    if (gate_.serves_verified(c.id)) return Source{};
+    // (Blocks went missing while it was hashed: they are fetched below.)
   }
-  return unexpected(
-      ReadError{FsErrorKind::kIo, c.path + ": its blocks keep leaving the cache while it is read"});
+  const std::uint32_t total = block_count(c.size, store_.block_size());
+  auto missing = missing_of(c, BlockRange{0, total}, state->has_value());
+  if (!missing) return fetch_to_memory(c, wait, "the cache cannot be read");
+  if (missing->empty()) {  // completed meanwhile by someone else: hashed here
+    if (auto v = verify_cached(c, false); !v) return unexpected(v.error());
+    return Source{};
+  }
+  gate_.distrust(c.id);  // its blocks are changing
+  // Another process sharing the cache may be downloading it already: wait for its blocks
+  // rather than have the Hub serve them twice.
+  auto claimed = claims_.claim_or_wait(c, wait);
+  if (!claimed) return unexpected(claimed.error());
+  if (claimed->finished) {
+    if (auto v = verify_cached(c, claimed->finished->verified); !v) return unexpected(v.error());
+    return Source{};
+  }
+  // The read's own blocks first, then the rest of the file from there on, then the front
+  // (blocks another process stored meanwhile are skipped by the downloads).
+  const auto in_need = [&](std::uint32_t b) { return b >= need.first && b < need.end(); };
+  const auto rest = std::stable_partition(missing->begin(), missing->end(), in_need);
+  std::stable_partition(rest, missing->end(), [&](std::uint32_t b) { return b >= need.end(); });
+  auto r = downloads_.fetch_blocks(c, *missing, wait, std::nullopt);
+  if (!r) return unexpected(r.error());
+  if (*r == Stored::kNotKept) return fetch_to_memory(c, wait, "the cache could not keep it");
+  return Source{};  // verified by the download that completed it
 }
 
 Expected<Source, ReadError> Fetcher::ensure_streaming(const FileContent& c, BlockRange need,
@@ -195,12 +184,10 @@ Expected<Source, ReadError> Fetcher::ensure_streaming(const FileContent& c, Bloc
   auto state = store_.content_state(c.id);
   if (!state) return fetch_to_memory(c, wait, "the cache cannot be read: " + state.error().message);
   if (*state && (*state)->complete()) {
-    if (!(*state)->verified) {
-      if (auto v = verify_cached(c); !v) return unexpected(v.error());
-    }
+    if (auto v = verify_cached(c, (*state)->verified); !v) return unexpected(v.error());
     return Source{};
   }
-  auto missing = downloads_.missing_blocks(c, need);
+  auto missing = missing_of(c, need, state->has_value());
   if (!missing) return fetch_to_memory(c, wait, "the cache cannot be read");
   if (missing->empty()) return Source{};
   auto r = downloads_.fetch_blocks(c, *missing, wait, then);
@@ -223,7 +210,7 @@ Expected<Source, ReadError> Fetcher::fetch_to_memory(const FileContent& c, const
   const auto& m = *joined->fetch;
   std::lock_guard lock(joined->fetch->mu);
   if (m.error) return unexpected(*m.error);
-  return Source{m.result};
+  return Source{m.result, {}};
 }
 
 void Fetcher::finish_memory_fetch(Downloads::BufferFetch& m) {
@@ -262,48 +249,50 @@ Expected<std::string, ReadError> Fetcher::peek(const FileContent& c, std::uint64
   if (auto m = memory_.hit(c.id)) {
     return std::string(reinterpret_cast<const char*>(m->data.get() + offset), size);
   }
-  const BlockRange need = blocks_for(offset, size, c.size, store_.block_size());
-  const bool from_cache = gate_.may_peek_cache(c.id);
-  if (from_cache) {
-    if (auto a = admit(c, wait); !a) {
-      gate_.remember_failure(c.id, a.error());
-      return unexpected(a.error());
+  if (gate_.may_peek_cache(c.id)) {
+    auto bytes = peek_cache(c, offset, size, wait);
+    if (!bytes) {
+      gate_.remember_failure(c.id, bytes.error());
+      return unexpected(bytes.error());
     }
+    if (*bytes) return std::move(**bytes);
   }
-  for (int attempt = 0; from_cache && attempt < 3; ++attempt) {
-    // Only what this process may read (another audience's blocks may appear at any time).
-    if (gate_.admitted(c.id)) {
-      if (auto bytes = copy_present(c, offset, size)) return std::move(*bytes);
-    }
-    // A complete content that was not hashed yet is withheld by the cache: hash it (locally).
-    if (auto state = store_.content_state(c.id);
-        state && *state && (*state)->complete() && !(*state)->verified) {
-      if (auto v = verify_cached(c); !v) return unexpected(v.error());
-      continue;
-    }
-    auto missing = downloads_.missing_blocks(c, need);
-    if (!missing) break;
-    if (missing->empty()) {
-      // Stored by another process meanwhile: readable once proven.
-      if (!gate_.admitted(c.id)) {
-        auto p = prove(c, wait);
-        if (!p) return unexpected(p.error());
-      }
-      continue;
-    }
-    auto r = downloads_.fetch_blocks(c, *missing, wait, std::nullopt);
-    if (!r) {
-      gate_.remember_failure(c.id, r.error());
-      return unexpected(r.error());
-    }
-    if (*r == Stored::kNotKept) break;
-  }
-  // The cache cannot hold them: one GET of just these bytes.
+  // The cache cannot give them: one GET of just these bytes.
   std::string out(size, '\0');
   auto got = downloads_.get_range(c, offset, std::as_writable_bytes(std::span<char>(out)),
                                   Clock::now() + config_.request_timeout, wait.cancel);
   if (!got) return unexpected(got.error());
   return out;
+}
+
+Expected<std::optional<std::string>, ReadError> Fetcher::peek_cache(const FileContent& c,
+                                                                    std::uint64_t offset,
+                                                                    std::size_t size,
+                                                                    const WaitPolicy& wait) {
+  if (auto a = admit(c, wait); !a) return unexpected(a.error());
+  // Only what this process may read (another audience's blocks may appear at any time).
+  if (gate_.admitted(c.id)) {
+    if (auto bytes = copy_present(c, offset, size)) return bytes;
+  }
+  if (auto state = store_.content_state(c.id);
+      state && *state && (*state)->complete() && !(*state)->verified) {
+    // A complete content that was not hashed yet is withheld by the cache: hash it (here).
+    if (auto v = verify_cached(c, false); !v) return unexpected(v.error());
+  } else {
+    auto missing =
+        downloads_.missing_blocks(c, blocks_for(offset, size, c.size, store_.block_size()));
+    if (!missing) return std::nullopt;
+    if (!missing->empty()) {
+      auto r = downloads_.fetch_blocks(c, *missing, wait, std::nullopt);  // (admits this process)
+      if (!r) return unexpected(r.error());
+      if (*r == Stored::kNotKept) return std::nullopt;
+    } else if (!gate_.admitted(c.id)) {
+      // Stored by another process meanwhile: readable once proven.
+      if (auto p = prove(c, wait); !p) return unexpected(p.error());
+    }
+  }
+  if (!gate_.admitted(c.id)) return std::nullopt;
+  return copy_present(c, offset, size);  // (nullopt: gone meanwhile)
 }
 
 std::optional<std::string> Fetcher::copy_present(const FileContent& c, std::uint64_t offset,

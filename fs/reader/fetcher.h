@@ -1,8 +1,8 @@
 #pragma once
 // The fetcher is the only code that joins the cache and the network: it makes a read
 // servable and says where to read it from. It composes the read path's parts, each with its
-// own lock:
-//  - ServingGate (serving_gate.h): who may serve a content's bytes; no I/O.
+// own lock, and asks the one serving gate (serving_gate.h: who may serve what; no I/O) that
+// the daemon built:
 //  - Downloads (downloads.h): flights, queues and workers, over RangedGets (ranged_gets.h):
 //    one counted ranged GET, the only call of the HubClient for bytes.
 //  - Verifier (verifier.h): whole-content hashing, a retry, then quarantine.
@@ -25,11 +25,9 @@
 // cannot keep (full of open files, read-only, failing) is downloaded whole into memory and
 // verified there, or the read fails: the direct path never serves unverified bytes either.
 
-#include <functional>
 #include <optional>
 #include <string>
 
-#include "cache/audience.h"
 #include "cache/block_store.h"
 #include "fs/common/expected.h"
 #include "fs/hub/hub_client.h"
@@ -45,22 +43,22 @@ namespace whfs::reader {
 
 class Fetcher {
  public:
-  static constexpr std::uint64_t kStreamPutBytes = RangedGets::kStreamPutBytes;
   // The most bytes a proof of access asks of the Hub (admit()).
   static constexpr std::size_t kProofBytes = 4096;
-  Fetcher(cache::BlockStore& store, hub::HubClient& hub, const cache::AccessScope& scope,
+  // `gate` (who may serve what, and whose bytes this process may read: its scope) and `stats`
+  // (where the parts record) outlive the fetcher.
+  Fetcher(cache::BlockStore& store, hub::HubClient& hub, ServingGate& gate, ReadPathStats& stats,
           FetcherConfig config);
   ~Fetcher();
   Fetcher(const Fetcher&) = delete;
   Fetcher& operator=(const Fetcher&) = delete;
 
-  // What a read may do with the cache now (the serving gate's verdict).
-  Verdict verdict(const cache::ContentId& id) const { return gate_.verdict(id); }
-
-  // Makes the bytes of `need` servable and says where they are: with verified serving, the
-  // whole content downloaded (the blocks of `need` first) and verified by this process; when
-  // streaming, the blocks of `need` present. `then` is queued as a prefetch after the
-  // downloads this read waits for (streaming readahead).
+  // Makes the bytes of `need` servable and says where they are: a content verified in memory,
+  // or the cache with the gate's verdict once it is (with verified serving: the whole content
+  // downloaded, the blocks of `need` first, and verified by this process; streaming: the
+  // blocks of `need` present). One pass, no retry of its own: a verdict that is still "fetch
+  // first" (the cache lost the blocks meanwhile) is the reader's to ask again. `then` is
+  // queued as a prefetch after the downloads this read waits for (streaming readahead).
   Expected<Source, ReadError> ensure(const FileContent& content, BlockRange need,
                                      const WaitPolicy& wait,
                                      std::optional<BlockRange> then = std::nullopt);
@@ -72,24 +70,10 @@ class Fetcher {
   Expected<std::string, ReadError> peek(const FileContent& content, std::uint64_t offset,
                                         std::size_t size, const WaitPolicy& wait);
 
-  const FetcherConfig& config() const { return config_; }
-
   // Queues a background download of a block range; blocks already in flight are skipped.
   void prefetch(const FileContent& content, BlockRange range) {
     downloads_.prefetch(content, range);
   }
-
-  // Called (outside any lock) each time a content's downloaded bytes do not match its hash:
-  // streaming readers may have been given some of them, so the kernel must drop its pages.
-  void set_corrupt_listener(std::function<void(const cache::ContentId&)> listener) {
-    verifier_.set_corrupt_listener(std::move(listener));
-  }
-
-  FetcherStats stats() const;
-  // The downloads under way, and how long each ranged GET took (for status and metrics).
-  Transfers& transfers() { return downloads_.transfers(); }
-  const Transfers& transfers() const { return downloads_.transfers(); }
-  const LatencyHistogram& download_latency() const { return downloads_.latency(); }
 
   // Ends the workers; flights still queued fail as interrupted.
   void shutdown();
@@ -105,13 +89,21 @@ class Fetcher {
   Expected<Source, ReadError> fetch_to_memory(const FileContent& c, const WaitPolicy& wait,
                                               const std::string& why);
   void finish_memory_fetch(Downloads::BufferFetch& m);
-  // The cache's complete copy, verified if the gate asks for it.
-  Expected<void, ReadError> check_complete(const FileContent& c, bool verified);
-  Expected<void, ReadError> verify_cached(const FileContent& c);
+  // The cache's complete copy, made servable (verifier.h; `recorded`: the cache's record).
+  Expected<void, ReadError> verify_cached(const FileContent& c, bool recorded);
+  // The blocks of `r` the cache lacks: all of them when nothing of the content is stored
+  // (`stored`: the content has a record), without asking; nullopt when the cache cannot say.
+  std::optional<std::vector<std::uint32_t>> missing_of(const FileContent& c, BlockRange r,
+                                                       bool stored);
   // The bytes [offset, offset + size) from the cache's present blocks; nullopt when one is
   // missing.
   std::optional<std::string> copy_present(const FileContent& c, std::uint64_t offset,
                                           std::size_t size);
+  // peek()'s bytes from the cache (fetched into it first when missing); nullopt when the cache
+  // cannot give them.
+  Expected<std::optional<std::string>, ReadError> peek_cache(const FileContent& c,
+                                                             std::uint64_t offset, std::size_t size,
+                                                             const WaitPolicy& wait);
   // Fails at once when shutting down, or when the gate blocks the content.
   std::optional<ReadError> refused(const FileContent& c);
 
@@ -125,20 +117,16 @@ class Fetcher {
   // This process's Hub served bytes of `c` (Downloads tells, as they are stored): admitted,
   // and a grant recorded for its audience.
   void fetched_here(const FileContent& c);
-  // After a read was made servable from the cache: admitted (admit()), or an error.
-  Expected<Source, ReadError> admitted_or_proven(const FileContent& c, Source s,
-                                                 const WaitPolicy& wait);
 
   cache::BlockStore& store_;
-  const cache::AccessScope& scope_;
+  ServingGate& gate_;
+  ReadPathStats& stats_;
   const FetcherConfig config_;
   // In construction order; none of their locks is held while another part is called.
-  ServingGate gate_;
   MemoryContents memory_;
   Verifier verifier_;
   Claims claims_;
   Downloads downloads_;  // last: its workers (which call the parts above) end first
-  std::atomic<std::uint64_t> interrupted_{0};
 };
 
 }  // namespace whfs::reader

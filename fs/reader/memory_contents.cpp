@@ -20,7 +20,7 @@ Expected<MemoryContents::Joined, ReadError> MemoryContents::join_or_plan(
     FunctionRef<std::shared_ptr<BufferFetch>()> plan) {
   std::lock_guard lock(mu_);
   if (auto it = pending_.find(c.id); it != pending_.end()) {
-    joined_++;
+    stats_.waits_joined.add();
     return Joined{it->second, it->second->pieces, false};
   }
   if (c.size > limit_) {
@@ -41,7 +41,7 @@ Expected<MemoryContents::Joined, ReadError> MemoryContents::join_or_plan(
                   c.path + ": not served: " + why + ", and the memory to verify it in is in use"});
   }
   spdlog::info("{}: {}; verifying it in memory", c.path, why);
-  fetches_++;
+  stats_.in_memory.add();
   auto m = plan();
   if (m->pieces.empty()) {  // an empty file: nothing to fetch, nothing to hold
     auto empty = std::make_shared<MemoryContent>();
@@ -77,12 +77,6 @@ void MemoryContents::drop_pending() {
     bytes_ -= m->content.size;
   }
   pending_.clear();
-}
-
-void MemoryContents::add_to(FetcherStats& s) const {
-  std::lock_guard lock(mu_);
-  s.in_memory += fetches_;
-  s.waits_joined += joined_;
 }
 
 }  // namespace whfs::reader

@@ -21,7 +21,7 @@ namespace whfs::reader {
 class MemoryContents {
  public:
   using BufferFetch = Downloads::BufferFetch;
-  explicit MemoryContents(std::uint64_t limit) : limit_(limit) {}
+  MemoryContents(std::uint64_t limit, ReadPathStats& stats) : limit_(limit), stats_(stats) {}
 
   // A verified content in memory (and now the most recently used), or null.
   std::shared_ptr<const MemoryContent> hit(const cache::ContentId& id);
@@ -42,16 +42,13 @@ class MemoryContents {
   // Shutting down: fetches whose pieces were cancelled never finish; break their cycles.
   void drop_pending();
 
-  void add_to(FetcherStats& s) const;
-
  private:
   const std::uint64_t limit_;
-  mutable std::mutex mu_;  // guards everything below; a leaf (plan() takes no lock)
+  ReadPathStats& stats_;  // in_memory, waits_joined
+  std::mutex mu_;         // guards everything below; a leaf (plan() takes no lock)
   std::list<std::pair<cache::ContentId, std::shared_ptr<const MemoryContent>>> lru_;
   std::unordered_map<cache::ContentId, std::shared_ptr<BufferFetch>> pending_;
   std::uint64_t bytes_ = 0;  // in lru_ and in pending_
-  std::uint64_t fetches_ = 0;
-  std::uint64_t joined_ = 0;
 };
 
 }  // namespace whfs::reader

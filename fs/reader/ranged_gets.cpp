@@ -15,12 +15,6 @@ ReadError from_hub(const hub::HubError& e) { return hub::to_fs_error(e, hub::Ask
 
 }  // namespace
 
-void RangedGets::add_to(FetcherStats& s) const {
-  s.requests += requests_.load();
-  s.bytes += bytes_.load();
-  s.errors += errors_.load();
-}
-
 Expected<void, ReadError> RangedGets::counted(const FileContent& c, std::uint64_t offset,
                                               std::uint64_t length, Deadline deadline,
                                               const CancelFlag* abandon,
@@ -28,18 +22,19 @@ Expected<void, ReadError> RangedGets::counted(const FileContent& c, std::uint64_
   // Counted as the bytes arrive, every 64 KiB or every second, whichever comes first (a lock
   // per libcurl write would cost more than it tells): for `wheelhouse status`, the metrics,
   // and the patience of the readers waiting for them (a slow download is progress too).
-  transfers_.open(c.id, c.path, c.size);
+  Transfers& transfers = stats_.transfers;
+  transfers.open(c.id, c.path, c.size);
   std::uint64_t arrived = 0, counted = 0;
   auto last_count = Clock::now();
   auto count = [&](std::span<const std::byte> bytes) {
     consume(bytes);
     arrived += bytes.size();
     if (arrived >= counted + (64u << 10) || arrived == length) {
-      transfers_.received(c.id, arrived - counted);
+      transfers.received(c.id, arrived - counted);
       counted = arrived;
       last_count = Clock::now();
     } else if (const auto now = Clock::now(); now - last_count >= std::chrono::seconds(1)) {
-      transfers_.received(c.id, arrived - counted);
+      transfers.received(c.id, arrived - counted);
       counted = arrived;
       last_count = now;
     }
@@ -64,16 +59,16 @@ Expected<void, ReadError> RangedGets::counted(const FileContent& c, std::uint64_
                   arrived - before);
   }
   const auto took = Clock::now() - t0;
-  latency_.observe(took);
+  stats_.download_latency.observe(took);
   if (got) sizer_.observe(length, took);
-  if (got && counted < length) transfers_.received(c.id, length - counted);
-  transfers_.close(c.id);
-  requests_++;
+  if (got && counted < length) transfers.received(c.id, length - counted);
+  transfers.close(c.id);
+  stats_.requests.add();
   if (got) {
-    bytes_ += length;
+    stats_.bytes.add(length);
     return {};
   }
-  errors_++;
+  stats_.download_errors.add();
   ReadError e = from_hub(got.error());
   if ((abandon == nullptr || !abandon->cancelled()) &&
       got.error().kind != hub::HubErrorKind::kCancelled) {  // (a shutdown: nothing went wrong)

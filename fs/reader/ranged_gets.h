@@ -1,10 +1,14 @@
 #pragma once
 // One ranged GET of a content: the read path's only call of the HubClient for bytes. Counted
-// as the bytes arrive (the transfers that `wheelhouse status` and the metrics show, the
-// latency of each GET), and its failure given the read path's meaning. Into a caller's buffer,
-// or into the cache as whole blocks arrive.
+// as the bytes arrive (ReadPathStats: the transfers that `wheelhouse status` and the metrics
+// show, the latency of each GET), and its failure given the read path's meaning. Into a
+// caller's buffer, or into the cache as whole blocks arrive.
+//
+// Its retry policy (the transfer's; the Hub client retries each request itself, transport.h):
+// a call of the Hub that moved bytes before it broke (a stall, a reset) is progress, and the
+// rest is asked for at once, as long as bytes keep arriving; one that moved none for
+// `patience` fails with the Hub's cause.
 
-#include <atomic>
 #include <cstdint>
 #include <span>
 
@@ -12,12 +16,10 @@
 #include "fs/common/cancel.h"
 #include "fs/common/clock.h"
 #include "fs/common/expected.h"
-#include "fs/common/histogram.h"
 #include "fs/hub/hub_client.h"
 #include "fs/reader/block_math.h"
 #include "fs/reader/read_types.h"
 #include "fs/reader/request_size.h"
-#include "fs/reader/transfers.h"
 
 namespace whfs::reader {
 
@@ -28,8 +30,8 @@ class RangedGets {
 
   // `patience`: how long one call of the Hub may move no byte (read_timeout).
   RangedGets(cache::BlockStore& store, hub::HubClient& hub, RequestSizer::Config sizes,
-             std::chrono::seconds patience)
-      : store_(store), hub_(hub), patience_(patience), sizer_(sizes) {}
+             std::chrono::seconds patience, ReadPathStats& stats)
+      : store_(store), hub_(hub), patience_(patience), stats_(stats), sizer_(sizes) {}
 
   // The bytes [offset, offset + buf.size()) into `buf`. `abandon` (may be null) ends a GET
   // nobody waits for any more.
@@ -45,12 +47,8 @@ class RangedGets {
                                                                       Deadline deadline,
                                                                       const CancelFlag* abandon);
 
-  void add_to(FetcherStats& s) const;  // requests, bytes, errors
   // The sizes of the next GETs, from the rate of the last ones.
   const RequestSizer& sizer() const { return sizer_; }
-  Transfers& transfers() { return transfers_; }
-  const Transfers& transfers() const { return transfers_; }
-  const LatencyHistogram& latency() const { return latency_; }
 
  private:
   // One counted GET of [offset, offset + length), its bytes handed to `consume`.
@@ -61,12 +59,8 @@ class RangedGets {
   cache::BlockStore& store_;
   hub::HubClient& hub_;
   const std::chrono::seconds patience_;
-  std::atomic<std::uint64_t> requests_{0};
-  std::atomic<std::uint64_t> bytes_{0};
-  std::atomic<std::uint64_t> errors_{0};
-  Transfers transfers_;  // a leaf, thread-safe itself
-  LatencyHistogram latency_;
-  RequestSizer sizer_;  // thread-safe itself
+  ReadPathStats& stats_;  // requests, bytes, download_errors and latency, transfers
+  RequestSizer sizer_;    // thread-safe itself
 };
 
 }  // namespace whfs::reader

@@ -1,6 +1,7 @@
 #pragma once
 // The read path's vocabulary, shared by its parts (serving_gate.h, downloads.h, verifier.h,
-// memory_contents.h, claims.h) and the Fetcher that composes them (fetcher.h).
+// memory_contents.h, claims.h) and the Fetcher that composes them (fetcher.h); its figures are
+// in read_stats.h.
 
 #include <chrono>
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include "cache/block_store.h"
 #include "fs/common/cancel.h"
 #include "fs/common/fs_error.h"
+#include "fs/reader/read_stats.h"
 
 namespace whfs::reader {
 
@@ -54,12 +56,6 @@ struct FetcherConfig {
   // at once for this long: the kernel retries a failed read of the same range at once, and a
   // retry must not cost another full wait.
   std::chrono::seconds failure_memo{10};
-  // Serve a content the cache records as verified without hashing it in this process first.
-  bool trust_cache = false;
-  // A cache others can write (cache_group=, a read-only tier): peek() takes from it only the
-  // bytes of contents this process verified itself, else it reads them with one ranged GET
-  // (what a wheel's METADATA is made of must not come from a co-tenant's blocks).
-  bool peek_verified_only = false;
   // Contents the cache cannot keep are verified in memory, up to this many bytes in all.
   std::uint64_t memory_limit = 512ull << 20;
   // Another process sharing the cache downloading a file this process needs is waited for
@@ -82,27 +78,31 @@ struct MemoryContent {
   std::uint64_t size = 0;
 };
 
-// Where a servable read reads from.
-struct Source {
-  std::shared_ptr<const MemoryContent> memory;  // null: from the cache
+// Whose word the cache's records are taken on, decided once by the daemon (its
+// cache_trust(): a cache only this user can have written, or cache_trusted=) and held by the
+// serving gate alone (serving_gate.h).
+struct CacheTrust {
+  bool believed = false;
+  std::string why;  // in words, for the log and `wheelhouse status`
 };
 
-// Each part adds its own counters (add_to); the Fetcher sums them.
-struct FetcherStats {
-  std::uint64_t requests = 0;
-  std::uint64_t bytes = 0;
-  std::uint64_t demand_requests = 0;
-  std::uint64_t prefetch_requests = 0;
-  std::uint64_t waits_joined = 0;  // block requests that joined a download already in flight
-  std::uint64_t errors = 0;
-  std::uint64_t corrupt = 0;
-  std::uint64_t uncached = 0;      // downloads the cache could not keep
-  std::uint64_t in_memory = 0;     // contents verified and served from memory instead
-  std::uint64_t rechecks = 0;      // contents verified by this process before serving them
-  std::uint64_t failed_fast = 0;   // reads failed at once (quarantine or a recent failure)
-  std::uint64_t interrupted = 0;   // reads whose caller went away while they waited
-  std::uint64_t shared_waits = 0;  // files another process sharing the cache downloaded
-  std::uint64_t takeovers = 0;     // ... or started to, then stalled: downloaded here
+// What a read may do with the cache now: the serving gate's answer, and what
+// Fetcher::ensure() hands back once it made a read servable.
+struct Verdict {
+  enum class Kind {
+    kFromCache,   // read the store in `mode`; a block it lacks still means fetch first
+    kFetchFirst,  // the Fetcher must make the content servable (download, verify) first
+  };
+  Kind kind = Kind::kFetchFirst;
+  cache::BlockStore::ReadMode mode = cache::BlockStore::ReadMode::kVerified;
+  bool from_cache() const { return kind == Kind::kFromCache; }
+};
+
+// Where a servable read reads from: a content verified in memory, or the cache as `verdict`
+// says.
+struct Source {
+  std::shared_ptr<const MemoryContent> memory;  // null: from the cache
+  Verdict verdict;
 };
 
 }  // namespace whfs::reader

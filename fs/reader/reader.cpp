@@ -17,9 +17,13 @@ void reply_from_memory(const MemoryContent& m, std::uint64_t offset, std::size_t
 
 }  // namespace
 
-Reader::Reader(cache::BlockStore& store, hub::HubClient& hub, const cache::AccessScope& scope,
-               ReaderConfig config)
-    : store_(store), config_(config), fetcher_(store, hub, scope, config.fetcher) {}
+Reader::Reader(cache::BlockStore& store, hub::HubClient& hub, ServingGate& gate,
+               ReadPathStats& stats, ReaderConfig config)
+    : store_(store),
+      gate_(gate),
+      stats_(stats),
+      config_(config),
+      fetcher_(store, hub, gate, stats, config.fetcher) {}
 
 std::unique_ptr<OpenFile> Reader::open(const FileContent& content, bool is_wheel) {
   auto f =
@@ -43,23 +47,14 @@ Expected<void, ReadError> Reader::read(OpenFile& file, std::uint64_t offset, std
   const auto t0 = Clock::now();
   bool waited = false;
   auto r = read_once(file, offset, size, wait, reply, waited);
-  read_latency_.observe(Clock::now() - t0);
-  reads_.fetch_add(1, std::memory_order_relaxed);
+  stats_.read_latency.observe(Clock::now() - t0);
+  stats_.reads.add();
   if (!r) {
-    read_errors_.fetch_add(1, std::memory_order_relaxed);
+    stats_.read_errors.add();
   } else if (waited) {
-    read_misses_.fetch_add(1, std::memory_order_relaxed);
+    stats_.read_misses.add();
   }
   return r;
-}
-
-ReadStats Reader::read_stats() const {
-  ReadStats s;
-  s.reads = reads_.load(std::memory_order_relaxed);
-  s.misses = read_misses_.load(std::memory_order_relaxed);
-  s.errors = read_errors_.load(std::memory_order_relaxed);
-  s.hits = s.reads - s.misses - s.errors;
-  return s;
 }
 
 Expected<void, ReadError> Reader::read_once(OpenFile& file, std::uint64_t offset, std::size_t size,
@@ -70,7 +65,6 @@ Expected<void, ReadError> Reader::read_once(OpenFile& file, std::uint64_t offset
     return {};
   }
   size = static_cast<std::size_t>(std::min<std::uint64_t>(size, c.size - offset));
-  const bool streaming = config_.fetcher.serving == Serving::kStreaming;  // (readahead)
   const std::uint32_t bs = store_.block_size();
   std::shared_ptr<const MemoryContent> memory;
   // Streaming: the readahead this read starts is queued after the read's own downloads (a
@@ -80,7 +74,7 @@ Expected<void, ReadError> Reader::read_once(OpenFile& file, std::uint64_t offset
   {
     std::lock_guard lock(file.mu_);
     memory = file.memory_;
-    if (!memory && streaming) {
+    if (!memory && gate_.streaming()) {
       if (auto pf = file.ra_.on_read(offset, size)) {
         ahead = blocks_for(pf->offset, pf->length, c.size, bs);
       }
@@ -95,36 +89,41 @@ Expected<void, ReadError> Reader::read_once(OpenFile& file, std::uint64_t offset
   };
   const BlockRange range = blocks_for(offset, size, c.size, bs);
   const std::uint64_t end = offset + size;
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    // Ask the gate; read the store, or ensure-then-read.
-    if (const Verdict v = fetcher_.verdict(c.id); v.kind == Verdict::Kind::kFromCache) {
-      std::vector<iovec> iov;
-      iov.reserve(range.count);
-      bool replied = false;
-      auto on_block = [&](std::uint32_t index, std::span<const std::byte> bytes) {
-        const std::uint64_t block_start = static_cast<std::uint64_t>(index) * bs;
-        const std::uint64_t from = std::max(offset, block_start) - block_start;
-        const std::uint64_t to =
-            std::min<std::uint64_t>(end, block_start + bytes.size()) - block_start;
-        if (to <= from || iov.size() != index - range.first) return;  // a gap: not servable now
-        iov.push_back(iovec{const_cast<std::byte*>(bytes.data() + from), to - from});
-        if (iov.size() == range.count) {
-          // Nothing of `file` may be touched once the reply is out: the kernel may send the
-          // RELEASE that destroys it at once, to another thread. The read's own blocks are all
-          // here, so its readahead goes first.
-          start_ahead();
-          reply(iov);  // inside the cache's read transaction: the bytes are still mapped
-          replied = true;
-        }
-      };
-      // The store gets a copy of the id: the reply inside may destroy `file`, and `c` with it.
-      auto missing = store_.read_blocks(cache::ContentId(c.id), c.size, range.first, range.count,
-                                        on_block, v.mode);
-      if (replied) return {};
-      if (!missing) {
-        spdlog::warn("{}: cache read failed ({})", c.path, missing.error().message);
+  // Serves the read from the cache in `mode`; false when a block of it is not servable now.
+  const auto from_cache = [&](cache::BlockStore::ReadMode mode) {
+    std::vector<iovec> iov;
+    iov.reserve(range.count);
+    bool replied = false;
+    auto on_block = [&](std::uint32_t index, std::span<const std::byte> bytes) {
+      const std::uint64_t block_start = static_cast<std::uint64_t>(index) * bs;
+      const std::uint64_t from = std::max(offset, block_start) - block_start;
+      const std::uint64_t to =
+          std::min<std::uint64_t>(end, block_start + bytes.size()) - block_start;
+      if (to <= from || iov.size() != index - range.first) return;  // a gap: not servable now
+      iov.push_back(iovec{const_cast<std::byte*>(bytes.data() + from), to - from});
+      if (iov.size() == range.count) {
+        // Nothing of `file` may be touched once the reply is out: the kernel may send the
+        // RELEASE that destroys it at once, to another thread. The read's own blocks are all
+        // here, so its readahead goes first.
+        start_ahead();
+        reply(iov);  // inside the cache's read transaction: the bytes are still mapped
+        replied = true;
       }
+    };
+    // The store gets a copy of the id: the reply inside may destroy `file`, and `c` with it.
+    auto missing = store_.read_blocks(cache::ContentId(c.id), c.size, range.first, range.count,
+                                      on_block, mode);
+    if (!missing && !replied) {
+      spdlog::warn("{}: cache read failed ({})", c.path, missing.error().message);
     }
+    return replied;
+  };
+  // The gate's verdict first (a warm read: one question to the gate, one to the cache); then
+  // the fetcher's, each time it made the read servable.
+  Verdict verdict = gate_.verdict(c.id);
+  for (int attempt = 0;; ++attempt) {
+    if (verdict.from_cache() && from_cache(verdict.mode)) return {};
+    if (attempt == kEnsureAttempts) break;
     waited = true;
     auto source = fetcher_.ensure(c, range, wait, std::exchange(ahead, std::nullopt));
     if (!source) return unexpected(source.error());
@@ -137,6 +136,7 @@ Expected<void, ReadError> Reader::read_once(OpenFile& file, std::uint64_t offset
       reply_from_memory(*memory, offset, size, reply);
       return {};
     }
+    verdict = source->verdict;
   }
   start_ahead();
   return unexpected(

@@ -1,13 +1,13 @@
 #pragma once
 // The read path: a read asks the serving gate (serving_gate.h) whether the cache's blocks may be
 // served now; if so it is served from them (straight from the cache's memory map), else the
-// fetcher (fetcher.h) makes them servable first, or hands over a content verified in memory
-// when the cache cannot keep it. Streaming readers get readahead (readahead.h). A read never hangs:
-// it fails once its downloads stop making progress, or when its caller goes away.
+// fetcher (fetcher.h) makes them servable first and hands back the gate's verdict, or a
+// content verified in memory when the cache cannot keep it. Streaming readers get readahead
+// (readahead.h). A read never hangs: it fails once its downloads stop making progress, or when
+// its caller goes away.
 
 #include <sys/uio.h>
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -19,7 +19,9 @@
 #include "fs/common/function_ref.h"
 #include "fs/hub/hub_client.h"
 #include "fs/reader/fetcher.h"
+#include "fs/reader/read_stats.h"
 #include "fs/reader/readahead.h"
+#include "fs/reader/serving_gate.h"
 
 namespace whfs::reader {
 
@@ -44,24 +46,22 @@ class OpenFile {
   bool pinned_ = false;
 };
 
-// Reads that reached the daemon (the kernel's page cache answers the rest): hits were
-// served from the cache or memory at once, misses waited for the fetcher (a download, a
-// verification), errors failed. hits + misses + errors == reads.
-struct ReadStats {
-  std::uint64_t reads = 0;
-  std::uint64_t hits = 0;
-  std::uint64_t misses = 0;
-  std::uint64_t errors = 0;
-};
-
 class Reader {
  public:
   // Receives the bytes of a read as pieces; they are valid only during the call.
   using ReplyFn = FunctionRef<void(std::span<const iovec>)>;
 
-  // `scope`: whose cached bytes this process may read (fetcher.h).
-  Reader(cache::BlockStore& store, hub::HubClient& hub, const cache::AccessScope& scope,
+  // `gate`: who may serve what (serving_gate.h); `stats`: where the read path records (counts
+  // of reads, hits, misses and errors, their latency, and the fetcher's figures). Both are the
+  // daemon's, and outlive the reader.
+  Reader(cache::BlockStore& store, hub::HubClient& hub, ServingGate& gate, ReadPathStats& stats,
          ReaderConfig config);
+
+  // A read tries the cache, then asks the fetcher to make it servable, at most this many
+  // times: a cache that loses the blocks between ensure() and the read (evicted by another
+  // process) is asked again, then the read fails with EIO. The read path's only retry of a
+  // whole read (the fetcher makes one pass; downloads retry by progress, ranged_gets.h).
+  static constexpr int kEnsureAttempts = 3;
 
   // Pins the content in the cache while open; `is_wheel` enables the zip-reader prefetch.
   std::unique_ptr<OpenFile> open(const FileContent& content, bool is_wheel);
@@ -79,21 +79,14 @@ class Reader {
                                         std::size_t size, const WaitPolicy& wait) {
     return fetcher_.peek(content, offset, size, wait);
   }
-  // Whether the cache holds the whole content and it matched its hash.
+  // Whether the content matched its hash, as the gate counts it: the cache holds it whole,
+  // recorded as verified, and the gate serves that record (believed, or hashed here).
   bool verified(const FileContent& content) {
+    if (!gate_.serves_verified(content.id)) return false;
     auto state = store_.content_state(content.id);
     return state && *state && (*state)->verified;
   }
 
-  FetcherStats stats() const { return fetcher_.stats(); }
-  ReadStats read_stats() const;
-  const LatencyHistogram& read_latency() const { return read_latency_; }
-  const LatencyHistogram& download_latency() const { return fetcher_.download_latency(); }
-  std::vector<Transfer> transfers() { return fetcher_.transfers().snapshot(); }
-  std::uint64_t received_bytes() const { return fetcher_.transfers().received_total(); }
-  void set_corrupt_listener(std::function<void(const cache::ContentId&)> listener) {
-    fetcher_.set_corrupt_listener(std::move(listener));
-  }
   void shutdown() { fetcher_.shutdown(); }
 
  private:
@@ -101,12 +94,10 @@ class Reader {
                                       const WaitPolicy& wait, ReplyFn reply, bool& waited);
 
   cache::BlockStore& store_;
+  ServingGate& gate_;
+  ReadPathStats& stats_;
   ReaderConfig config_;
   Fetcher fetcher_;
-  std::atomic<std::uint64_t> reads_{0};
-  std::atomic<std::uint64_t> read_misses_{0};
-  std::atomic<std::uint64_t> read_errors_{0};
-  LatencyHistogram read_latency_;
 };
 
 }  // namespace whfs::reader

@@ -1,15 +1,18 @@
 #include "fs/reader/serving_gate.h"
 
 #include <mutex>
+#include <utility>
 
 namespace whfs::reader {
 
-ServingGate::ServingGate(const FetcherConfig& config)
-    : serving_(config.serving),
-      trust_cache_(config.trust_cache),
-      peek_verified_only_(config.peek_verified_only),
+ServingGate::ServingGate(const cache::AccessScope& scope, CacheTrust trust,
+                         const FetcherConfig& config, ReadPathStats& stats)
+    : scope_(scope),
+      trust_(std::move(trust)),
+      serving_(config.serving),
       corrupt_quarantine_(config.corrupt_quarantine),
-      failure_memo_(config.failure_memo) {}
+      failure_memo_(config.failure_memo),
+      stats_(stats) {}
 
 Verdict ServingGate::verdict(const cache::ContentId& id) const {
   std::shared_lock lock(mu_);
@@ -19,7 +22,7 @@ Verdict ServingGate::verdict(const cache::ContentId& id) const {
   if (serving_ == Serving::kStreaming && suspect_.count(id) == 0) {
     return {Verdict::Kind::kFromCache, cache::BlockStore::ReadMode::kPartial};
   }
-  if (trust_cache_ || trusted_locked(id)) {
+  if (trust_.believed || trusted_locked(id)) {
     const auto h = hashed_at_.find(id);
     const bool fresh = h != hashed_at_.end() && Clock::now() < h->second + kFreshHash;
     return {Verdict::Kind::kFromCache, fresh ? cache::BlockStore::ReadMode::kHashedHere
@@ -45,17 +48,13 @@ bool ServingGate::streams(const cache::ContentId& id) const {
 }
 
 bool ServingGate::serves_verified(const cache::ContentId& id) const {
-  if (trust_cache_) return true;
+  if (trust_.believed) return true;
   std::shared_lock lock(mu_);
   return trusted_locked(id);
 }
 
-bool ServingGate::must_verify(const cache::ContentId& id, bool verified) const {
-  return !verified || (serving_ == Serving::kVerified && !serves_verified(id));
-}
-
-bool ServingGate::may_peek_cache(const cache::ContentId& id) const {
-  return !peek_verified_only_ || serves_verified(id);
+bool ServingGate::must_verify(const cache::ContentId& id, bool recorded) const {
+  return !recorded || (serving_ == Serving::kVerified && !serves_verified(id));
 }
 
 std::optional<ReadError> ServingGate::blocked(const cache::ContentId& id, const std::string& path) {
@@ -63,14 +62,14 @@ std::optional<ReadError> ServingGate::blocked(const cache::ContentId& id, const 
   const auto now = Clock::now();
   if (const auto q = quarantine_.find(id); q != quarantine_.end()) {
     if (now < q->second) {
-      failed_fast_++;
+      stats_.failed_fast.add();
       return ReadError{FsErrorKind::kCorrupt, path + ": its download did not match its hash"};
     }
     quarantine_.erase(q);
   }
   if (const auto f = failed_.find(id); f != failed_.end()) {
     if (now < f->second.until) {
-      failed_fast_++;
+      stats_.failed_fast.add();
       ReadError e = f->second.error;
       e.message += " (failed moments ago; not tried again yet)";
       return e;
@@ -93,9 +92,22 @@ void ServingGate::quarantine(const cache::ContentId& id) {
 }
 
 void ServingGate::suspect(const cache::ContentId& id) {
-  std::unique_lock lock(mu_);
-  suspect_.insert(id);
-  hashed_at_.erase(id);
+  {
+    std::unique_lock lock(mu_);
+    suspect_.insert(id);
+    hashed_at_.erase(id);
+  }
+  std::function<void(const cache::ContentId&)> listener;
+  {
+    std::lock_guard lock(listener_mu_);
+    listener = listener_;
+  }
+  if (listener) listener(id);
+}
+
+void ServingGate::set_corrupt_listener(std::function<void(const cache::ContentId&)> listener) {
+  std::lock_guard lock(listener_mu_);
+  listener_ = std::move(listener);
 }
 
 void ServingGate::trust(const cache::ContentId& id) {

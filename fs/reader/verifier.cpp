@@ -11,32 +11,20 @@ Hasher hasher_for(const FileContent& c) {
                                                         : git_blob_hasher(c.size);
 }
 
-Verifier::Verifier(cache::BlockStore& store, ServingGate& gate, const FetcherConfig& config)
-    : store_(store),
-      gate_(gate),
-      trust_cache_(config.trust_cache),
-      quarantine_for_(config.corrupt_quarantine) {}
-
-void Verifier::set_corrupt_listener(std::function<void(const cache::ContentId&)> listener) {
-  std::lock_guard lock(mu_);
-  listener_ = std::move(listener);
-}
-
-void Verifier::add_to(FetcherStats& s) const {
-  s.corrupt += corrupt_.load();
-  s.rechecks += rechecks_.load();
-}
+Verifier::Verifier(cache::BlockStore& store, ServingGate& gate, const FetcherConfig& config,
+                   ReadPathStats& stats)
+    : store_(store), gate_(gate), quarantine_for_(config.corrupt_quarantine), stats_(stats) {}
 
 Expected<void, ReadError> Verifier::check_twice(const FileContent& c,
                                                 FunctionRef<Expected<Outcome, ReadError>()> check,
                                                 Refetch refetch) {
-  for (int attempt = 0;; ++attempt) {
+  for (int refetched = 0;; ++refetched) {
     auto outcome = check();
     if (!outcome) return unexpected(outcome.error());
     if (*outcome == Outcome::kMatch) return {};
-    corrupt_++;
-    report_corrupt(c);
-    if (attempt >= 1) break;
+    stats_.corrupt.add();
+    gate_.suspect(c.id);  // served only verified from now on; whoever streamed it is told
+    if (refetched == kRefetches) break;
     spdlog::warn("{}: downloaded bytes do not match {}; downloading the file again", c.path,
                  c.id.to_string());
     if (auto r = refetch(); !r) return unexpected(r.error());
@@ -65,7 +53,9 @@ Expected<void, ReadError> Verifier::verify_buffer(const FileContent& c,
       refetch);
 }
 
-Expected<void, ReadError> Verifier::verify_cached(const FileContent& c, Refetch refetch) {
+Expected<void, ReadError> Verifier::verify_cached(const FileContent& c, bool recorded,
+                                                  Refetch refetch) {
+  if (!gate_.must_verify(c.id, recorded)) return {};  // (a believed record, or streaming)
   std::shared_ptr<Verification> v;
   bool mine = false;
   {
@@ -99,21 +89,14 @@ Expected<void, ReadError> Verifier::verify_cached_once(const FileContent& c, Ref
   return check_twice(
       c,
       [&]() -> Expected<Outcome, ReadError> {
-        // Unless the cache is trusted, hash it here even when another process recorded it as
-        // verified: one process's mistake or malice must not become every process's bytes.
-        // (A trusted cache's record is taken as it is: then nothing was hashed here.)
-        bool recorded = false;
-        if (trust_cache_) {
-          auto before = store_.content_state(c.id);
-          recorded = before && *before && (*before)->verified;
-        }
-        auto v = trust_cache_ ? store_.verify_content(c.id, c.size)
-                              : store_.recheck_content(c.id, c.size);
+        // Hashed here even when another process recorded it as verified: one process's mistake
+        // or malice must not become every process's bytes.
+        auto v = store_.verify_content(c.id, c.size);
         if (v) {
           if (v->verified) {
             gate_.trust(c.id);
-            if (!recorded) gate_.hashed_here(c.id);
-            rechecks_++;
+            gate_.hashed_here(c.id);
+            stats_.rechecks.add();
           }
           return Outcome::kMatch;  // (or blocks went missing while hashing: the caller looks
                                    // again)
@@ -124,17 +107,6 @@ Expected<void, ReadError> Verifier::verify_cached_once(const FileContent& c, Ref
         return Outcome::kMismatch;  // the cache dropped every block
       },
       refetch);
-}
-
-void Verifier::report_corrupt(const FileContent& c) {
-  std::function<void(const cache::ContentId&)> listener;
-  {
-    std::lock_guard lock(mu_);
-    listener = listener_;
-  }
-  // Streaming stops for this content: its next download is served only once it matched.
-  gate_.suspect(c.id);
-  if (listener) listener(c.id);
 }
 
 }  // namespace whfs::reader

@@ -2,14 +2,12 @@
 // Whole-content verification, for the cache's copy and for a copy in memory alike: a content
 // is hashed against its id (LFS sha256, or git blob sha1); a mismatch fetches it once more and
 // hashes it again; a second mismatch quarantines it (reads fail at once for a while). Every
-// mismatch makes the content suspect (never streamed again) and is reported to the corrupt
-// listener, since streaming readers may have been given some of those bytes. Hashing a whole
+// mismatch makes the content suspect (never streamed again; the gate tells its corrupt
+// listener, since streaming readers may have been given some of those bytes). Hashing a whole
 // file is the costliest step of a cold read, so verifying the cache's copy is single-flight:
 // concurrent requests for one content wait for the one running.
 
-#include <atomic>
 #include <condition_variable>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -32,20 +30,21 @@ class Verifier {
  public:
   // Fetches the whole content once more (into wherever the copy being verified lives).
   using Refetch = FunctionRef<Expected<void, ReadError>()>;
+  // Verification's retry policy: a mismatch is fetched again this many times, then the
+  // content is quarantined (a Hub that serves wrong bytes twice is not asked a third time).
+  static constexpr int kRefetches = 1;
 
-  Verifier(cache::BlockStore& store, ServingGate& gate, const FetcherConfig& config);
+  Verifier(cache::BlockStore& store, ServingGate& gate, const FetcherConfig& config,
+           ReadPathStats& stats);
 
-  // The cache's copy, complete: hashed by this process (the cache's own record of a match is
-  // enough only when the cache is trusted). On a match the gate trusts the content; if blocks
-  // went missing while it was hashed, it succeeds without trust and the caller looks again.
-  Expected<void, ReadError> verify_cached(const FileContent& c, Refetch refetch);
+  // The cache's copy, complete (`recorded`: the cache records it as matching its hash): taken
+  // as it is when the gate says so (ServingGate::must_verify), else hashed by this process.
+  // On a match the gate trusts the content; if blocks went missing while it was hashed, it
+  // succeeds without trust and the caller looks again.
+  Expected<void, ReadError> verify_cached(const FileContent& c, bool recorded, Refetch refetch);
   // A copy in memory, `data` of c.size bytes; `refetch` fills it again.
   Expected<void, ReadError> verify_buffer(const FileContent& c, std::span<const std::byte> data,
                                           Refetch refetch);
-
-  // Called (outside any lock) each time a content's downloaded bytes do not match its hash.
-  void set_corrupt_listener(std::function<void(const cache::ContentId&)> listener);
-  void add_to(FetcherStats& s) const;
 
  private:
   enum class Outcome { kMatch, kMismatch };
@@ -54,7 +53,6 @@ class Verifier {
                                         FunctionRef<Expected<Outcome, ReadError>()> check,
                                         Refetch refetch);
   Expected<void, ReadError> verify_cached_once(const FileContent& c, Refetch refetch);
-  void report_corrupt(const FileContent& c);
 
   struct Verification {
     std::mutex mu;  // guards done and result
@@ -65,15 +63,12 @@ class Verifier {
 
   cache::BlockStore& store_;
   ServingGate& gate_;
-  const bool trust_cache_;
   const std::chrono::seconds quarantine_for_;
+  ReadPathStats& stats_;
 
   // Lock order: mu_ and a Verification's mu are leaves, never held together or across I/O.
-  mutable std::mutex mu_;  // guards running_ and listener_
+  std::mutex mu_;  // guards running_
   std::unordered_map<cache::ContentId, std::shared_ptr<Verification>> running_;
-  std::function<void(const cache::ContentId&)> listener_;
-  std::atomic<std::uint64_t> corrupt_{0};
-  std::atomic<std::uint64_t> rechecks_{0};
 };
 
 }  // namespace whfs::reader

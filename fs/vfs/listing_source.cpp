@@ -10,17 +10,15 @@
 namespace whfs {
 
 CachedListingSource::CachedListingSource(hub::HubClient& hub, cache::MetadataStore& store,
-                                         const cache::AccessScope& scope, std::string endpoint,
-                                         std::string repo, std::chrono::seconds timeout,
-                                         std::size_t prefill_pages, bool trust_cached)
+                                         const reader::ServingGate& gate, std::string endpoint,
+                                         std::string repo, std::chrono::seconds timeout)
     : hub_(hub),
       store_(store),
-      scope_(scope),
+      gate_(gate),
+      scope_(gate.scope()),
       endpoint_(std::move(endpoint)),
       repo_(std::move(repo)),
-      timeout_(timeout),
-      prefill_pages_(prefill_pages),
-      trust_cached_(trust_cached) {}
+      timeout_(timeout) {}
 
 void CachedListingSource::keep(const std::string& commit, const std::string& folder,
                                const std::vector<RemoteEntry>& entries) {
@@ -71,7 +69,7 @@ Expected<std::vector<RemoteEntry>, FsErr> CachedListingSource::list(const std::s
                                                                     const std::string& folder) {
   auto cached = store_.get_listing(endpoint_, repo_, commit, folder, scope_.readable());
   const bool have = cached && *cached;
-  if (have && trust_cached_) return std::move(**cached);
+  if (have && gate_.believes_records()) return std::move(**cached);
   if (have && hub_.offline()) return untrusted(folder, std::move(**cached), "offline");
   std::optional<std::vector<RemoteEntry>> fresh;
   {
@@ -97,7 +95,7 @@ Expected<std::vector<RemoteEntry>, FsErr> CachedListingSource::list(const std::s
 Expected<std::vector<RemoteEntry>, hub::HubError> CachedListingSource::from_hub(
     const std::string& commit, const std::string& folder) {
   const auto deadline = Clock::now() + timeout_;
-  auto all = hub_.list_folder(commit, folder, true, deadline, prefill_pages_);
+  auto all = hub_.list_folder(commit, folder, true, deadline, kSubtreePages);
   if (!all && (all.error().code == "TooManyPages" || all.error().code == "TooManyEntries")) {
     // A huge subtree: list just this folder; its subfolders are listed when used.
     auto direct = hub_.list_folder(commit, folder, false, deadline);
@@ -105,7 +103,9 @@ Expected<std::vector<RemoteEntry>, hub::HubError> CachedListingSource::from_hub(
       spdlog::error("listing \"{}\" failed: {}", folder, direct.error().describe());
       return unexpected(direct.error());
     }
-    if (!trust_cached_ && differs(commit, folder, *direct)) report_changed(folder, 1, commit);
+    if (!gate_.believes_records() && differs(commit, folder, *direct)) {
+      report_changed(folder, 1, commit);
+    }
     keep(commit, folder, *direct);
     return std::move(direct).value();
   }
@@ -128,7 +128,7 @@ Expected<std::vector<RemoteEntry>, hub::HubError> CachedListingSource::from_hub(
   std::vector<cache::MetadataStore::FolderListing> all_folders;
   all_folders.reserve(by_folder.size());
   for (const auto& [f, entries] : by_folder) {
-    if (!trust_cached_ && differs(commit, f, entries) && differ++ == 0) first = f;
+    if (!gate_.believes_records() && differs(commit, f, entries) && differ++ == 0) first = f;
     all_folders.push_back({f, &entries});
   }
   if (auto r = store_.put_listings(endpoint_, repo_, commit, scope_.write(), all_folders);
@@ -137,7 +137,7 @@ Expected<std::vector<RemoteEntry>, hub::HubError> CachedListingSource::from_hub(
   }
   if (differ != 0) report_changed(first, differ, commit);
   auto mine = std::move(by_folder[folder]);
-  if (!trust_cached_) {
+  if (!gate_.believes_records()) {
     // The store may be rewritten by others at any time: the subfolders just listed are kept
     // here for the namespace's next questions.
     std::lock_guard lock(mu_);

@@ -185,7 +185,7 @@ TEST_F(SharingTest, AReadOnlyCacheIsReadAndNeverWritten) {
   auto c = testing::open_or_die(o);
   EXPECT_TRUE(c->read_only());
   EXPECT_EQ(testing::read_all(*c, id, bytes.size()), bytes);
-  EXPECT_TRUE(c->recheck_content(id, bytes.size()));
+  EXPECT_TRUE(c->verify_content(id, bytes.size()));
   EXPECT_TRUE(c->get_listing("https://hub.example", "o/r", "c1", "", testing::kPublicOnly).value());
   const auto more = testing::make_bytes(100, 4);
   auto put = c->put_blocks(testing::sha256_of(more), more.size(), 0, more);
@@ -275,7 +275,7 @@ TEST_F(SharingTest, ATieredCacheReadsTheLowerAndWritesTheUpper) {
   EXPECT_EQ(testing::read_all(t, good_id, good.size()), good);  // from the lower tier
   EXPECT_FALSE(t.content_state(testing::sha256_of(testing::make_bytes(1, 1))).value());
   // The bad lower content fails its hash: ignored, and downloaded into the upper tier.
-  auto v = t.recheck_content(bad_id, bad_real.size());
+  auto v = t.verify_content(bad_id, bad_real.size());
   ASSERT_FALSE(v);
   EXPECT_EQ(v.error().kind, CacheError::Kind::kCorrupt);
   EXPECT_FALSE(t.content_state(bad_id).value());  // the upper tier has nothing yet

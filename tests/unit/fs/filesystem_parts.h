@@ -18,7 +18,9 @@ struct FilesystemParts {
   cache::NullCache cache_{"/nonexistent", "no cache in this test"};
   hub::OfflineHub hub_;
   cache::AccessScope scope_{std::string(cache::kPublicAudience)};
-  reader::Reader reader_{cache_, hub_, scope_, reader::ReaderConfig{}};
+  reader::ReadPathStats stats_;
+  reader::ServingGate gate_{scope_, {}, reader::FetcherConfig{}, stats_};
+  reader::Reader reader_{cache_, hub_, gate_, stats_, reader::ReaderConfig{}};
   Filesystem fs_{names_, reader_, FilesystemConfig{}};
 };
 

@@ -79,10 +79,14 @@ class ListingHub : public hub::HubClient {
 class ListingSourceTest : public ::testing::Test {
  protected:
   const cache::AccessScope kScope{std::string(cache::kPublicAudience)};
+  reader::ReadPathStats stats;
+  // The serving gates of a private cache (its listings believed) and of a shared one.
+  const reader::ServingGate believing{kScope, {true, "private"}, {}, stats};
+  const reader::ServingGate wary_gate{kScope, {false, "shared"}, {}, stats};
   MemoryMetadata store;
   ListingHub hub;
   const std::string commit = std::string(40, 'c');
-  CachedListingSource source{hub, store, kScope, "https://hub.example", "org/repo", 5s, 100, true};
+  CachedListingSource source{hub, store, believing, "https://hub.example", "org/repo", 5s};
 };
 
 std::vector<std::string> paths(const std::vector<RemoteEntry>& entries) {
@@ -110,11 +114,10 @@ TEST_F(ListingSourceTest, OneRecursiveCallListsAndKeepsEveryFolderOfTheSubtree) 
 TEST_F(ListingSourceTest, StoredListingsServeAStartWithTheHubDown) {
   ASSERT_TRUE(source.list(commit, ""));
   hub.down = true;
-  CachedListingSource again(hub, store, kScope, "https://hub.example", "org/repo", 5s, 100, true);
+  CachedListingSource again(hub, store, believing, "https://hub.example", "org/repo", 5s);
   EXPECT_TRUE(again.list(commit, "pkg"));
   // Another endpoint's listings are not this one's.
-  CachedListingSource other(hub, store, kScope, "http://site-cache:8080", "org/repo", 5s, 100,
-                            true);
+  CachedListingSource other(hub, store, believing, "http://site-cache:8080", "org/repo", 5s);
   auto r = other.list(commit, "pkg");
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().kind, FsErrorKind::kIo);
@@ -161,14 +164,13 @@ TEST_F(ListingSourceTest, AListingOthersCouldHaveWrittenIsAskedOfTheHub) {
   for (auto& e : planted) {
     if (e.path == "pkg/a.whl") e.lfs_sha256 = std::string(64, 'e');
   }
-  CachedListingSource trusting(hub, store, kScope, "https://hub.example", "org/repo", 5s, 100,
-                               true);
+  CachedListingSource trusting(hub, store, believing, "https://hub.example", "org/repo", 5s);
   auto believed = trusting.list(commit, "pkg");
   ASSERT_TRUE(believed);
   EXPECT_EQ(sha_of(*believed, "pkg/a.whl"), std::string(64, 'e'));  // the private cache's rule
 
   hub.calls = 0;
-  CachedListingSource wary(hub, store, kScope, "https://hub.example", "org/repo", 5s, 100, false);
+  CachedListingSource wary(hub, store, wary_gate, "https://hub.example", "org/repo", 5s);
   auto root = wary.list(commit, "");
   ASSERT_TRUE(root);
   auto pkg = wary.list(commit, "pkg");
@@ -186,8 +188,7 @@ TEST_F(ListingSourceTest, AListingOthersCouldHaveWrittenIsAskedOfTheHub) {
     if (e.path == "pkg/a.whl") e.lfs_sha256 = std::string(64, 'e');
   }
   hub.down = true;
-  CachedListingSource cut_off(hub, store, kScope, "https://hub.example", "org/repo", 5s, 100,
-                              false);
+  CachedListingSource cut_off(hub, store, wary_gate, "https://hub.example", "org/repo", 5s);
   auto fallback = cut_off.list(commit, "pkg");
   ASSERT_TRUE(fallback);
   EXPECT_EQ(sha_of(*fallback, "pkg/a.whl"), std::string(64, 'e'));

@@ -25,7 +25,8 @@ class AccessTest : public FetcherTest {
 
 TEST_F(AccessTest, AContentOfAnotherAudienceIsServedAfterAProofWithThisCredential) {
   store.plant(content.id, bytes, kOther);
-  Reader r(store, hub, tenant_b, ReaderConfig{config(), {}});
+  TestReader r_parts(store, hub, tenant_b, ReaderConfig{config(), {}});
+  Reader& r = r_parts.reader;
   auto f = r.open(content, false);
   EXPECT_EQ(read(r, *f, 0, 100), bytes.substr(0, 100));
   ASSERT_EQ(calls(), 1);  // one small ranged GET, not the file
@@ -37,7 +38,8 @@ TEST_F(AccessTest, AContentOfAnotherAudienceIsServedAfterAProofWithThisCredentia
   EXPECT_EQ(read(r, *f, 5000, 100), bytes.substr(5000, 100));
   EXPECT_EQ(calls(), 1);
   r.release(*f);
-  Reader again(store, hub, tenant_b, ReaderConfig{config(), {}});
+  TestReader again_parts(store, hub, tenant_b, ReaderConfig{config(), {}});
+  Reader& again = again_parts.reader;
   auto g = again.open(content, false);
   EXPECT_EQ(read(again, *g, 0, 10), bytes.substr(0, 10));
   EXPECT_EQ(calls(), 1);
@@ -51,9 +53,10 @@ TEST_F(AccessTest, ACredentialTheHubRefusesReadsNothingOfWhatAnotherFetched) {
   hub.deny = true;
   for (const auto serving : {Serving::kVerified, Serving::kStreaming}) {
     FetcherConfig c = config(serving);
-    c.trust_cache = true;  // even where the cache is taken at its word
     c.failure_memo = 0s;
-    Reader r(store, hub, tenant_b, ReaderConfig{c, {}});
+    // (even where the cache is taken at its word)
+    TestReader r_parts(store, hub, tenant_b, ReaderConfig{c, {}}, believed());
+    Reader& r = r_parts.reader;
     auto f = r.open(content, false);
     for (const std::uint64_t off : {std::uint64_t{0}, std::uint64_t{5000}}) {
       const std::string got = read(r, *f, off, 100);
@@ -64,7 +67,8 @@ TEST_F(AccessTest, ACredentialTheHubRefusesReadsNothingOfWhatAnotherFetched) {
   }
   EXPECT_FALSE(granted_to(tenant_b));
   // The wheel-metadata path (peek) is refused too.
-  Reader r(store, hub, tenant_b, ReaderConfig{config(), {}});
+  TestReader r_parts(store, hub, tenant_b, ReaderConfig{config(), {}});
+  Reader& r = r_parts.reader;
   auto peeked = r.peek(content, 0, 100, patience());
   EXPECT_FALSE(peeked);
 }
@@ -76,7 +80,8 @@ TEST_F(AccessTest, AnEndpointThatDoesNotHoldTheContentCannotProveIt) {
   MemoryHub liar(make_bytes(bytes.size() + 7).substr(7));
   FetcherConfig c = config();
   c.failure_memo = 0s;
-  Reader r(store, liar, tenant_b, ReaderConfig{c, {}});
+  TestReader r_parts(store, liar, tenant_b, ReaderConfig{c, {}});
+  Reader& r = r_parts.reader;
   auto f = r.open(content, false);
   const std::string got = read(r, *f, 0, 100);
   EXPECT_TRUE(got.starts_with("ERROR:")) << got;
@@ -94,7 +99,8 @@ TEST_F(AccessTest, AStreamingReaderProvesBeforeServingAnotherAudiencesBlocks) {
   hub.deny = true;
   FetcherConfig c = config(Serving::kStreaming);
   c.failure_memo = 0s;
-  Reader r(store, hub, tenant_b, ReaderConfig{c, {}});
+  TestReader r_parts(store, hub, tenant_b, ReaderConfig{c, {}});
+  Reader& r = r_parts.reader;
   auto f = r.open(content, false);
   EXPECT_TRUE(read(r, *f, 0, 100).starts_with("ERROR:"));
   hub.deny = false;
@@ -107,7 +113,8 @@ TEST_F(AccessTest, ADownloadOfItsOwnGrantsItsAudienceAndAPublicRepositoryEverybo
   // B downloads a cold file of a private repository: granted to B alone. Of a public one (the
   // Hub said so at the revision): to everybody, so a mount without a token needs no proof.
   {
-    Reader r(store, hub, tenant_b, ReaderConfig{config(), {}});
+    TestReader r_parts(store, hub, tenant_b, ReaderConfig{config(), {}});
+    Reader& r = r_parts.reader;
     auto f = r.open(content, false);
     EXPECT_EQ(read(r, *f, 0, 100), bytes.substr(0, 100));
     r.release(*f);
@@ -122,14 +129,16 @@ TEST_F(AccessTest, ADownloadOfItsOwnGrantsItsAudienceAndAPublicRepositoryEverybo
   cache::AccessScope b_on_public(tenant_b.own());
   b_on_public.set_repo_public(true);
   {
-    Reader r(store, pub_hub, b_on_public, ReaderConfig{config(), {}});
+    TestReader r_parts(store, pub_hub, b_on_public, ReaderConfig{config(), {}});
+    Reader& r = r_parts.reader;
     auto f = r.open(pub, false);
     EXPECT_EQ(read(r, *f, 0, 100), other.substr(0, 100));
     r.release(*f);
   }
   EXPECT_TRUE(store.granted(pub.id, testing::public_scope().readable()).value());
   const int pub_calls = pub_hub.calls.load();
-  Reader anyone(store, pub_hub, testing::public_scope(), ReaderConfig{config(), {}});
+  TestReader anyone_parts(store, pub_hub, testing::public_scope(), ReaderConfig{config(), {}});
+  Reader& anyone = anyone_parts.reader;
   auto g = anyone.open(pub, false);
   EXPECT_EQ(read(anyone, *g, 100, 100), other.substr(100, 100));
   EXPECT_EQ(pub_hub.calls.load(), pub_calls);  // no request at all

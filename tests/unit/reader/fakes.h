@@ -64,11 +64,7 @@ class MemoryStore : public cache::BlockStore {
 
   cache::Result<cache::ContentState> verify_content(const cache::ContentId& id,
                                                     std::uint64_t size) override {
-    return verify(id, size, false);
-  }
-  cache::Result<cache::ContentState> recheck_content(const cache::ContentId& id,
-                                                     std::uint64_t size) override {
-    return verify(id, size, true);
+    return verify(id, size);
   }
 
   // Stores `bytes` as the whole content of `id`, recorded as verified whether or not they
@@ -107,13 +103,11 @@ class MemoryStore : public cache::BlockStore {
   std::string last_read;  // the content of the latest read_blocks (under mu_)
 
  private:
-  cache::Result<cache::ContentState> verify(const cache::ContentId& id, std::uint64_t size,
-                                            bool again) {
+  cache::Result<cache::ContentState> verify(const cache::ContentId& id, std::uint64_t size) {
     std::lock_guard lock(mu_);
     verifies++;
     auto& c = contents_[id.to_string()];
     if (!c.complete(size, block_)) return state(c, size);
-    if (c.verified && !again) return state(c, size);
     hashed++;
     c.verified = false;
     Hasher h(HashAlgo::kSha256);

@@ -12,6 +12,7 @@
 #include "fs/common/hash.h"
 #include "fs/reader/fetcher.h"
 #include "fs/reader/reader.h"
+#include "fs/reader/serving_gate.h"
 #include "tests/unit/reader/fakes.h"
 
 namespace whfs::reader::testing_fetcher {
@@ -48,6 +49,31 @@ inline FileContent content_of(const std::string& bytes) {
       *cache::ContentId::from_hex(cache::ContentId::Kind::kSha256, to_hex(h.finish()))};
 }
 
+// The trust of a cache only this user can have written: its records are taken at their word.
+inline CacheTrust believed() { return CacheTrust{true, "this test's private cache"}; }
+
+// A fetcher as the daemon builds one: the read path's figures, the serving gate (whose trust is
+// `trust`), then the fetcher over them.
+struct TestFetcher {
+  TestFetcher(cache::BlockStore& store, hub::HubClient& hub, const FetcherConfig& config,
+              const cache::AccessScope& scope = testing::public_scope(), CacheTrust trust = {})
+      : gate(scope, std::move(trust), config, stats), fetcher(store, hub, gate, stats, config) {}
+  ReadPathStats stats;
+  ServingGate gate;
+  Fetcher fetcher;
+};
+
+// The same for a reader.
+struct TestReader {
+  TestReader(cache::BlockStore& store, hub::HubClient& hub, const cache::AccessScope& scope,
+             const ReaderConfig& config, CacheTrust trust = {})
+      : gate(scope, std::move(trust), config.fetcher, stats),
+        reader(store, hub, gate, stats, config) {}
+  ReadPathStats stats;
+  ServingGate gate;
+  Reader reader;
+};
+
 class FetcherTest : public ::testing::Test {
  protected:
   // spdlog's registry is a function-local static inside libspdlog.so, which TSan does not
@@ -58,6 +84,7 @@ class FetcherTest : public ::testing::Test {
   FileContent content = content_of(bytes);
   MemoryStore store{kBlock};
   MemoryHub hub{bytes};
+  ReadPathStats stats;  // the parts tested alone record here
 
   FetcherConfig config(Serving serving = Serving::kVerified) {
     FetcherConfig c;

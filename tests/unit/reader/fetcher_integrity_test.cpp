@@ -19,7 +19,8 @@ using namespace testing_fetcher;
 // ---- verified serving --------------------------------------------------------------------
 
 TEST_F(FetcherTest, ReaderServesExactBytesOfAVerifiedContent) {
-  Reader r(store, hub, testing::public_scope(), ReaderConfig{config(), {}});
+  TestReader r_parts(store, hub, testing::public_scope(), ReaderConfig{config(), {}});
+  Reader& r = r_parts.reader;
   auto f = r.open(content, false);
   EXPECT_EQ(store.pins, 1);
   EXPECT_EQ(read(r, *f, 0, 10), bytes.substr(0, 10));
@@ -40,7 +41,8 @@ TEST_F(FetcherTest, NoReadOfACorruptDownloadEverReturnsItsBytes) {
   // the file (which might be wrong elsewhere for all a reader knows).
   const std::int64_t bad = 5 * kBlock + 17;
   hub.corrupt_at = bad;
-  Reader r(store, hub, testing::public_scope(), ReaderConfig{config(), {}});
+  TestReader r_parts(store, hub, testing::public_scope(), ReaderConfig{config(), {}});
+  Reader& r = r_parts.reader;
   auto f = r.open(content, false);
   for (int attempt = 0; attempt < 3; ++attempt) {
     for (const std::uint64_t off : {std::uint64_t(bad) - 100, std::uint64_t{0}}) {
@@ -48,12 +50,13 @@ TEST_F(FetcherTest, NoReadOfACorruptDownloadEverReturnsItsBytes) {
       EXPECT_TRUE(got.starts_with("ERROR:")) << "attempt " << attempt << " at " << off;
     }
   }
-  EXPECT_GE(r.stats().corrupt, 2u);  // the first download and the retry both mismatched
+  EXPECT_GE(r_parts.stats.fetch().corrupt, 2u);  // the first download and the retry both mismatched
   // A clean download later serves the right bytes.
   hub.corrupt_at = -1;
   FetcherConfig c = config();
   c.corrupt_quarantine = 0s;
-  Reader later(store, hub, testing::public_scope(), ReaderConfig{c, {}});
+  TestReader later_parts(store, hub, testing::public_scope(), ReaderConfig{c, {}});
+  Reader& later = later_parts.reader;
   auto g = later.open(content, false);
   EXPECT_EQ(read(later, *g, bad - 100, 300), bytes.substr(bad - 100, 300));
   later.release(*g);
@@ -62,21 +65,24 @@ TEST_F(FetcherTest, NoReadOfACorruptDownloadEverReturnsItsBytes) {
 
 TEST_F(FetcherTest, ACorruptDownloadIsQuarantinedWithoutAnotherDownload) {
   hub.corrupt = true;
-  Reader r(store, hub, testing::public_scope(), ReaderConfig{config(), {}});
+  TestReader r_parts(store, hub, testing::public_scope(), ReaderConfig{config(), {}});
+  Reader& r = r_parts.reader;
   auto f = r.open(content, false);
   EXPECT_TRUE(read(r, *f, 0, bytes.size()).starts_with("ERROR:"));
   const int before = calls();
   EXPECT_TRUE(read(r, *f, 0, 100).starts_with("ERROR:"));
   EXPECT_EQ(calls(), before);
-  EXPECT_GE(r.stats().failed_fast, 1u);
+  EXPECT_GE(r_parts.stats.fetch().failed_fast, 1u);
   r.release(*f);
 }
 
 TEST_F(FetcherTest, StreamingReportsACorruptDownloadSoTheKernelDropsItsPages) {
   hub.corrupt_at = 5 * kBlock + 17;
-  Reader r(store, hub, testing::public_scope(), ReaderConfig{config(Serving::kStreaming), {}});
+  TestReader r_parts(store, hub, testing::public_scope(),
+                     ReaderConfig{config(Serving::kStreaming), {}});
+  Reader& r = r_parts.reader;
   std::atomic<int> reported{0};
-  r.set_corrupt_listener([&](const cache::ContentId& id) {
+  r_parts.gate.set_corrupt_listener([&](const cache::ContentId& id) {
     EXPECT_EQ(id, content.id);
     reported++;
   });
@@ -94,25 +100,27 @@ TEST_F(FetcherTest, AContentAnotherProcessRecordedAsVerifiedIsHashedHereFirst) {
   std::string wrong = bytes;
   wrong[3 * kBlock + 5] ^= 0x20;
   store.plant(content.id, wrong);
-  Reader r(store, hub, testing::public_scope(), ReaderConfig{config(), {}});
+  TestReader r_parts(store, hub, testing::public_scope(), ReaderConfig{config(), {}});
+  Reader& r = r_parts.reader;
   auto f = r.open(content, false);
   EXPECT_EQ(read(r, *f, 3 * kBlock, 100), bytes.substr(3 * kBlock, 100));
-  EXPECT_GE(r.stats().corrupt, 1u);
+  EXPECT_GE(r_parts.stats.fetch().corrupt, 1u);
   EXPECT_GE(calls(), 1);
   r.release(*f);
 }
 
 TEST_F(FetcherTest, AContentVerifiedElsewhereIsServedAfterOneHashHere) {
   store.plant(content.id, bytes);
-  Reader r(store, hub, testing::public_scope(), ReaderConfig{config(), {}});
+  TestReader r_parts(store, hub, testing::public_scope(), ReaderConfig{config(), {}});
+  Reader& r = r_parts.reader;
   auto f = r.open(content, false);
   for (int i = 0; i < 5; ++i) EXPECT_EQ(read(r, *f, 100, 50), bytes.substr(100, 50));
   EXPECT_EQ(store.hashed, 1);
   EXPECT_EQ(calls(), 0);
   r.release(*f);
   FetcherConfig trusting = config();
-  trusting.trust_cache = true;
-  Reader t(store, hub, testing::public_scope(), ReaderConfig{trusting, {}});
+  TestReader t_parts(store, hub, testing::public_scope(), ReaderConfig{trusting, {}}, believed());
+  Reader& t = t_parts.reader;
   auto g = t.open(content, false);
   EXPECT_EQ(read(t, *g, 100, 50), bytes.substr(100, 50));
   EXPECT_EQ(store.hashed, 1);  // trusted: not hashed again
@@ -120,7 +128,8 @@ TEST_F(FetcherTest, AContentVerifiedElsewhereIsServedAfterOneHashHere) {
 }
 
 TEST_F(FetcherTest, AContentLostFromUnderAReaderIsDownloadedAgain) {
-  Reader r(store, hub, testing::public_scope(), ReaderConfig{config(), {}});
+  TestReader r_parts(store, hub, testing::public_scope(), ReaderConfig{config(), {}});
+  Reader& r = r_parts.reader;
   auto f = r.open(content, false);
   EXPECT_EQ(read(r, *f, 0, 100), bytes.substr(0, 100));
   const int before = calls();
@@ -132,16 +141,18 @@ TEST_F(FetcherTest, AContentLostFromUnderAReaderIsDownloadedAgain) {
 
 TEST_F(FetcherTest, ABlockChangedAfterVerificationIsCaughtByTheNextProcess) {
   {
-    Reader r(store, hub, testing::public_scope(), ReaderConfig{config(), {}});
+    TestReader r_parts(store, hub, testing::public_scope(), ReaderConfig{config(), {}});
+    Reader& r = r_parts.reader;
     auto f = r.open(content, false);
     EXPECT_EQ(read(r, *f, 0, 100), bytes.substr(0, 100));
     r.release(*f);
   }
   store.corrupt_block(content.id, 2);  // the record still says "verified"
-  Reader next(store, hub, testing::public_scope(), ReaderConfig{config(), {}});
+  TestReader next_parts(store, hub, testing::public_scope(), ReaderConfig{config(), {}});
+  Reader& next = next_parts.reader;
   auto g = next.open(content, false);
   EXPECT_EQ(read(next, *g, 2 * kBlock, 100), bytes.substr(2 * kBlock, 100));
-  EXPECT_GE(next.stats().corrupt, 1u);
+  EXPECT_GE(next_parts.stats.fetch().corrupt, 1u);
   next.release(*g);
 }
 
@@ -149,10 +160,11 @@ TEST_F(FetcherTest, AStoreThatRefusesEveryPutStillServesVerifiedBytes) {
   for (const auto kind : {cache::CacheError::Kind::kBusy, cache::CacheError::Kind::kReadOnly}) {
     MemoryStore refusing{kBlock};
     refusing.refuse = kind;
-    Reader r(refusing, hub, testing::public_scope(), ReaderConfig{config(), {}});
+    TestReader r_parts(refusing, hub, testing::public_scope(), ReaderConfig{config(), {}});
+    Reader& r = r_parts.reader;
     auto f = r.open(content, false);
     EXPECT_EQ(read(r, *f, 3000, 2000), bytes.substr(3000, 2000));
-    EXPECT_EQ(r.stats().in_memory, 1u);
+    EXPECT_EQ(r_parts.stats.fetch().in_memory, 1u);
     r.release(*f);
   }
 }
@@ -161,12 +173,13 @@ TEST_F(FetcherTest, AStoreThatRefusesEveryPutStillServesVerifiedBytes) {
 
 TEST_F(FetcherTest, AContentTheCacheCannotKeepIsVerifiedAndServedFromMemory) {
   store.full = true;
-  Reader r(store, hub, testing::public_scope(), ReaderConfig{config(), {}});
+  TestReader r_parts(store, hub, testing::public_scope(), ReaderConfig{config(), {}});
+  Reader& r = r_parts.reader;
   auto f = r.open(content, false);
   EXPECT_EQ(read(r, *f, 2500, 3000), bytes.substr(2500, 3000));
   EXPECT_EQ(read(r, *f, 0, bytes.size()), bytes);
-  EXPECT_GE(r.stats().uncached, 1u);
-  EXPECT_EQ(r.stats().in_memory, 1u);
+  EXPECT_GE(r_parts.stats.fetch().uncached, 1u);
+  EXPECT_EQ(r_parts.stats.fetch().in_memory, 1u);
   const int after = calls();
   auto g = r.open(content, false);  // another open of the same content: no new download
   EXPECT_EQ(read(r, *g, 7, 70), bytes.substr(7, 70));
@@ -178,7 +191,8 @@ TEST_F(FetcherTest, AContentTheCacheCannotKeepIsVerifiedAndServedFromMemory) {
 TEST_F(FetcherTest, TheMemoryPathNeverServesACorruptDownload) {
   store.full = true;
   hub.corrupt_at = 7 * kBlock;
-  Reader r(store, hub, testing::public_scope(), ReaderConfig{config(), {}});
+  TestReader r_parts(store, hub, testing::public_scope(), ReaderConfig{config(), {}});
+  Reader& r = r_parts.reader;
   auto f = r.open(content, false);
   EXPECT_TRUE(read(r, *f, 7 * kBlock - 10, 20).starts_with("ERROR:"));
   EXPECT_TRUE(read(r, *f, 0, 20).starts_with("ERROR:"));
@@ -189,7 +203,8 @@ TEST_F(FetcherTest, AContentTooLargeForMemoryFailsInsteadOfServingUnverifiedByte
   store.full = true;
   FetcherConfig c = config();
   c.memory_limit = bytes.size() - 1;
-  Reader r(store, hub, testing::public_scope(), ReaderConfig{c, {}});
+  TestReader r_parts(store, hub, testing::public_scope(), ReaderConfig{c, {}});
+  Reader& r = r_parts.reader;
   auto f = r.open(content, false);
   const std::string got = read(r, *f, 0, 100);
   EXPECT_TRUE(got.starts_with("ERROR:")) << got;

@@ -21,7 +21,8 @@ using namespace testing_fetcher;
 // ---- single flight and request shapes ----------------------------------------------------
 
 TEST_F(FetcherTest, ConcurrentReadersOfOneBlockCauseOneDownload) {
-  Fetcher f(store, hub, testing::public_scope(), config(Serving::kStreaming));
+  TestFetcher f_parts(store, hub, config(Serving::kStreaming));
+  Fetcher& f = f_parts.fetcher;
   hub.hold();  // line all readers up behind one download
   std::vector<std::thread> threads;
   std::atomic<int> ok{0};
@@ -31,16 +32,17 @@ TEST_F(FetcherTest, ConcurrentReadersOfOneBlockCauseOneDownload) {
     });
   }
   // Every reader but the first has joined the first one's download, which the hub holds.
-  ASSERT_TRUE(eventually([&] { return f.stats().waits_joined >= 15; }));
+  ASSERT_TRUE(eventually([&] { return f_parts.stats.fetch().waits_joined >= 15; }));
   hub.release();
   for (auto& t : threads) t.join();
   EXPECT_EQ(ok, 16);
   EXPECT_EQ(calls(), 1);
-  EXPECT_GE(f.stats().waits_joined, 1u);
+  EXPECT_GE(f_parts.stats.fetch().waits_joined, 1u);
 }
 
 TEST_F(FetcherTest, ConcurrentVerifiedReadersOfOneFileDownloadItOnce) {
-  Fetcher f(store, hub, testing::public_scope(), config());
+  TestFetcher f_parts(store, hub, config());
+  Fetcher& f = f_parts.fetcher;
   hub.hold();
   std::vector<std::thread> threads;
   std::atomic<int> ok{0};
@@ -72,7 +74,8 @@ TEST_F(FetcherTest, ASlowDownloadThatKeepsMovingBytesOutlastsThePatience) {
   // long as bytes keep arriving (before, a read failed when no GET ended within its patience).
   hub.fill_piece = 500;
   hub.piece_delay = 400ms;
-  Reader r(store, hub, testing::public_scope(), ReaderConfig{config(), {}});
+  TestReader r_parts(store, hub, testing::public_scope(), ReaderConfig{config(), {}});
+  Reader& r = r_parts.reader;
   auto f = r.open(content, false);
   std::string got;
   const auto res = r.read(*f, 0, 100, patience(2000ms), [&](std::span<const iovec> iov) {
@@ -87,7 +90,8 @@ TEST_F(FetcherTest, AReadWhoseDownloadsMoveNothingFailsAfterItsPatience) {
   hub.hold();  // the link moves no byte
   FetcherConfig c = config();
   c.failure_memo = 0s;
-  Reader r(store, hub, testing::public_scope(), ReaderConfig{c, {}});
+  TestReader r_parts(store, hub, testing::public_scope(), ReaderConfig{c, {}});
+  Reader& r = r_parts.reader;
   auto f = r.open(content, false);
   const std::string got = read(r, *f, 0, 100, patience(1000ms));
   EXPECT_TRUE(got.starts_with("ERROR:")) << got;
@@ -97,7 +101,8 @@ TEST_F(FetcherTest, AReadWhoseDownloadsMoveNothingFailsAfterItsPatience) {
 }
 
 TEST_F(FetcherTest, AdjacentMissingBlocksBecomeOneRequest) {
-  Fetcher f(store, hub, testing::public_scope(), config(Serving::kStreaming));
+  TestFetcher f_parts(store, hub, config(Serving::kStreaming));
+  Fetcher& f = f_parts.fetcher;
   ASSERT_TRUE(store.put_blocks(content.id, content.size, 4,
                                std::as_bytes(std::span(bytes)).subspan(4 * kBlock, 3 * kBlock)));
   ASSERT_TRUE(store.grant(content.id, cache::Audience(cache::kPublicAudience)));
@@ -112,7 +117,8 @@ TEST_F(FetcherTest, AdjacentMissingBlocksBecomeOneRequest) {
 TEST_F(FetcherTest, AVerifiedReadFetchesTheWholeFileItsOwnBlocksFirst) {
   FetcherConfig c = config();
   c.workers = 1;  // one request at a time: the order is the order asked
-  Fetcher f(store, hub, testing::public_scope(), c);
+  TestFetcher f_parts(store, hub, c);
+  Fetcher& f = f_parts.fetcher;
   ASSERT_TRUE(f.ensure(content, {9, 1}, patience()));
   std::lock_guard lock(hub.mu_);
   ASSERT_EQ(hub.ranges.size(), 4u);
@@ -131,7 +137,8 @@ TEST_F(FetcherTest, BlocksAreStoredAsTheyArriveAndABrokenTransferKeepsThem) {
   FetcherConfig c = config(Serving::kStreaming);
   c.max_request = c.min_request = 4'000'000;  // one range of the whole file
   c.failure_memo = std::chrono::seconds(0);   // the next read tries again at once
-  Fetcher f(store, big_hub, testing::public_scope(), c);
+  TestFetcher f_parts(store, big_hub, c);
+  Fetcher& f = f_parts.fetcher;
   big_hub.fail_midway = true;  // half of it, then the connection drops, and the link is down
   big_hub.down_after_midway = true;
   EXPECT_FALSE(f.ensure(file, {0, 2001}, patience()));
@@ -147,7 +154,7 @@ TEST_F(FetcherTest, BlocksAreStoredAsTheyArriveAndABrokenTransferKeepsThem) {
       },
       cache::BlockStore::ReadMode::kPartial);
   ASSERT_TRUE(missing);
-  EXPECT_GE(kept * std::uint64_t{kBlock}, Fetcher::kStreamPutBytes);
+  EXPECT_GE(kept * std::uint64_t{kBlock}, RangedGets::kStreamPutBytes);
   EXPECT_LE(kept * std::uint64_t{kBlock}, big.size() / 2);
   // The next read asks only for what is missing.
   big_hub.fail_midway = false;
@@ -164,7 +171,8 @@ TEST_F(FetcherTest, BlocksAreStoredAsTheyArriveAndABrokenTransferKeepsThem) {
 TEST_F(FetcherTest, AReaderJoiningAQueuedPrefetchPromotesIt) {
   FetcherConfig c = config(Serving::kStreaming);
   c.workers = 1;
-  Fetcher f(store, hub, testing::public_scope(), c);
+  TestFetcher f_parts(store, hub, c);
+  Fetcher& f = f_parts.fetcher;
   hub.hold();
   f.prefetch(content, {0, 4});  // occupies the only worker
   ASSERT_TRUE(eventually([&] { return calls() == 1; }));
@@ -174,12 +182,13 @@ TEST_F(FetcherTest, AReaderJoiningAQueuedPrefetchPromotesIt) {
     EXPECT_TRUE(f.ensure(content, {5, 1}, patience()));
     done = true;
   });
-  ASSERT_TRUE(eventually([&] { return f.stats().waits_joined >= 1; }));  // joined the queued one
+  ASSERT_TRUE(eventually(
+      [&] { return f_parts.stats.fetch().waits_joined >= 1; }));  // joined the queued one
   hub.release();
   reader.join();
   EXPECT_TRUE(done);
   EXPECT_EQ(calls(), 2);  // the reader waited for the prefetch of 4..7, no third request
-  EXPECT_GE(f.stats().waits_joined, 1u);
+  EXPECT_GE(f_parts.stats.fetch().waits_joined, 1u);
 }
 
 TEST_F(FetcherTest, AStreamingReadNeverWaitsForTheReadaheadItStarts) {
@@ -190,7 +199,8 @@ TEST_F(FetcherTest, AStreamingReadNeverWaitsForTheReadaheadItStarts) {
   ReadaheadConfig ra;
   ra.initial_window = 8 * kBlock;
   ra.batch = 4 * kBlock;
-  Reader r(store, hub, testing::public_scope(), ReaderConfig{fc, ra});
+  TestReader r_parts(store, hub, testing::public_scope(), ReaderConfig{fc, ra});
+  Reader& r = r_parts.reader;
   auto f = r.open(content, false);
   EXPECT_EQ(read(r, *f, 0, 10), bytes.substr(0, 10));
   {
@@ -213,7 +223,8 @@ TEST_F(FetcherTest, TheReplyIsTheReadsLastUseOfTheFile) {
     ReadaheadConfig ra;
     ra.initial_window = 4 * kBlock;
     ra.batch = 2 * kBlock;
-    Reader r(fresh, hub, testing::public_scope(), ReaderConfig{config(serving), ra});
+    TestReader r_parts(fresh, hub, testing::public_scope(), ReaderConfig{config(serving), ra});
+    Reader& r = r_parts.reader;
     for (int pass = 0; pass < 2; ++pass) {
       std::uint64_t off = 0;
       for (int i = 0; i < 5; ++i, off += 2 * kBlock) {
@@ -241,7 +252,8 @@ TEST_F(FetcherTest, ADownloadThatKeepsProgressingIsNotCutShort) {
   FetcherConfig c = config();
   c.workers = 1;
   hub.delay = 150ms;
-  Reader r(store, hub, testing::public_scope(), ReaderConfig{c, {}});
+  TestReader r_parts(store, hub, testing::public_scope(), ReaderConfig{c, {}});
+  Reader& r = r_parts.reader;
   auto f = r.open(content, false);
   EXPECT_EQ(read(r, *f, 0, 100, patience(300ms)), bytes.substr(0, 100));
   r.release(*f);
@@ -251,7 +263,8 @@ TEST_F(FetcherTest, AStalledReadFailsAfterItsPatienceAndItsRetryFailsAtOnce) {
   hub.hold();
   FetcherConfig c = config();
   c.failure_memo = 1s;
-  Reader r(store, hub, testing::public_scope(), ReaderConfig{c, {}});
+  TestReader r_parts(store, hub, testing::public_scope(), ReaderConfig{c, {}});
+  Reader& r = r_parts.reader;
   auto f = r.open(content, false);
   auto start = Clock::now();
   EXPECT_TRUE(read(r, *f, 0, 100, patience(300ms)).starts_with("ERROR:"));
@@ -260,7 +273,7 @@ TEST_F(FetcherTest, AStalledReadFailsAfterItsPatienceAndItsRetryFailsAtOnce) {
   start = Clock::now();
   EXPECT_TRUE(read(r, *f, 0, 100, patience(5s)).starts_with("ERROR:"));
   EXPECT_LT(Clock::now() - start, 200ms);
-  EXPECT_GE(r.stats().failed_fast, 1u);
+  EXPECT_GE(r_parts.stats.fetch().failed_fast, 1u);
   hub.release();
   // Once the memory of the failure expires, the read is tried again and works.
   EXPECT_TRUE(eventually([&] { return read(r, *f, 0, 100) == bytes.substr(0, 100); }));
@@ -269,7 +282,8 @@ TEST_F(FetcherTest, AStalledReadFailsAfterItsPatienceAndItsRetryFailsAtOnce) {
 
 TEST_F(FetcherTest, AnInterruptedReadReturnsAtOnce) {
   hub.hold();
-  Reader r(store, hub, testing::public_scope(), ReaderConfig{config(), {}});
+  TestReader r_parts(store, hub, testing::public_scope(), ReaderConfig{config(), {}});
+  Reader& r = r_parts.reader;
   auto f = r.open(content, false);
   CancelFlag cancel;
   auto result = std::async(std::launch::async, [&] {
@@ -285,7 +299,7 @@ TEST_F(FetcherTest, AnInterruptedReadReturnsAtOnce) {
   const auto [got, took] = result.get();
   EXPECT_TRUE(got.starts_with("ERROR:")) << got;
   EXPECT_LT(took, 2s);
-  EXPECT_EQ(r.stats().interrupted, 1u);
+  EXPECT_EQ(r_parts.stats.fetch().interrupted, 1u);
   // Nobody waits for its downloads any more: they end too, freeing their workers and
   // connections for the next reader (the hub is still holding every request).
   ASSERT_TRUE(eventually([&] { return hub.abandoned >= 3; }));
@@ -296,7 +310,8 @@ TEST_F(FetcherTest, AnInterruptedReadReturnsAtOnce) {
 
 TEST_F(FetcherTest, HubErrorsReachTheReader) {
   hub.fail = true;
-  Reader r(store, hub, testing::public_scope(), ReaderConfig{config(), {}});
+  TestReader r_parts(store, hub, testing::public_scope(), ReaderConfig{config(), {}});
+  Reader& r = r_parts.reader;
   auto f = r.open(content, false);
   EXPECT_TRUE(read(r, *f, 0, 100).starts_with("ERROR:"));
   // The fetcher logged the failed download: the error says so, and the filesystem, which

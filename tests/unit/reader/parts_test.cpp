@@ -22,7 +22,7 @@ class PartsTest : public FetcherTest {};
 // ---- ServingGate -----------------------------------------------------------------------
 
 TEST_F(PartsTest, GateVerifiedServingServesOnlyWhatThisProcessVerified) {
-  ServingGate gate(config(Serving::kVerified));
+  ServingGate gate(testing::public_scope(), {}, config(Serving::kVerified), stats);
   gate.admit(content.id);  // (a content this process may read at all)
   EXPECT_EQ(gate.verdict(content.id).kind, Verdict::Kind::kFetchFirst);
   EXPECT_TRUE(gate.must_verify(content.id, /*verified=*/true));  // another process's record
@@ -41,9 +41,7 @@ TEST_F(PartsTest, GateServesNothingOfAContentThisProcessWasNotAdmittedTo) {
   // Another audience's content (cache/audience.h): whatever the cache says of it, trusted or
   // streamed, a read fetches first (which admits it, or fails).
   for (const auto serving : {Serving::kVerified, Serving::kStreaming}) {
-    FetcherConfig c = config(serving);
-    c.trust_cache = true;
-    ServingGate gate(c);
+    ServingGate gate(testing::public_scope(), believed(), config(serving), stats);
     gate.trust(content.id);
     EXPECT_EQ(gate.verdict(content.id).kind, Verdict::Kind::kFetchFirst);
     EXPECT_FALSE(gate.admitted(content.id));
@@ -54,9 +52,7 @@ TEST_F(PartsTest, GateServesNothingOfAContentThisProcessWasNotAdmittedTo) {
 }
 
 TEST_F(PartsTest, GateTrustedCacheServesItsRecord) {
-  FetcherConfig c = config(Serving::kVerified);
-  c.trust_cache = true;
-  ServingGate gate(c);
+  ServingGate gate(testing::public_scope(), believed(), config(Serving::kVerified), stats);
   gate.admit(content.id);  // (a content this process may read at all)
   EXPECT_EQ(gate.verdict(content.id).kind, Verdict::Kind::kFromCache);
   EXPECT_FALSE(gate.must_verify(content.id, true));
@@ -64,7 +60,7 @@ TEST_F(PartsTest, GateTrustedCacheServesItsRecord) {
 }
 
 TEST_F(PartsTest, GateStopsStreamingASuspectContentUntilItMatches) {
-  ServingGate gate(config(Serving::kStreaming));
+  ServingGate gate(testing::public_scope(), {}, config(Serving::kStreaming), stats);
   gate.admit(content.id);  // (a content this process may read at all)
   Verdict v = gate.verdict(content.id);
   EXPECT_EQ(v.kind, Verdict::Kind::kFromCache);
@@ -80,7 +76,7 @@ TEST_F(PartsTest, GateStopsStreamingASuspectContentUntilItMatches) {
 }
 
 TEST_F(PartsTest, GateSkipsBlockChecksumsOnlyForWhatThisProcessHashedJustNow) {
-  ServingGate gate(config(Serving::kVerified));
+  ServingGate gate(testing::public_scope(), {}, config(Serving::kVerified), stats);
   gate.admit(content.id);  // (a content this process may read at all)
   gate.trust(content.id);
   EXPECT_EQ(gate.verdict(content.id).mode, Mode::kVerified);  // trusted, not hashed here
@@ -94,9 +90,7 @@ TEST_F(PartsTest, GateSkipsBlockChecksumsOnlyForWhatThisProcessHashedJustNow) {
   gate.trust(content.id);
   EXPECT_EQ(gate.verdict(content.id).mode, Mode::kVerified);
   // A trusted cache's record: served with its checksums unless hashed here.
-  FetcherConfig c = config(Serving::kVerified);
-  c.trust_cache = true;
-  ServingGate trusting(c);
+  ServingGate trusting(testing::public_scope(), believed(), config(Serving::kVerified), stats);
   trusting.admit(content.id);
   EXPECT_EQ(trusting.verdict(content.id).mode, Mode::kVerified);
   trusting.hashed_here(content.id);
@@ -104,21 +98,20 @@ TEST_F(PartsTest, GateSkipsBlockChecksumsOnlyForWhatThisProcessHashedJustNow) {
 }
 
 TEST_F(PartsTest, GatePeeksASharedCacheOnlyForVerifiedContents) {
-  FetcherConfig c = config();
-  c.peek_verified_only = true;
-  ServingGate gate(c);
+  ServingGate gate(testing::public_scope(), {}, config(), stats);  // a cache others can write
   gate.admit(content.id);  // (a content this process may read at all)
   EXPECT_FALSE(gate.may_peek_cache(content.id));
   gate.trust(content.id);
   EXPECT_TRUE(gate.may_peek_cache(content.id));
-  EXPECT_TRUE(ServingGate(config()).may_peek_cache(content.id));
+  EXPECT_TRUE(
+      ServingGate(testing::public_scope(), believed(), config(), stats).may_peek_cache(content.id));
 }
 
 TEST_F(PartsTest, GateFailsFastAfterQuarantineAndRecentFailures) {
   FetcherConfig c = config();
   c.corrupt_quarantine = 60s;
   c.failure_memo = 60s;
-  ServingGate gate(c);
+  ServingGate gate(testing::public_scope(), {}, c, stats);
   gate.admit(content.id);  // (a content this process may read at all)
   EXPECT_FALSE(gate.blocked(content.id, "p"));
   gate.quarantine(content.id);
@@ -136,15 +129,13 @@ TEST_F(PartsTest, GateFailsFastAfterQuarantineAndRecentFailures) {
   const auto third = content_of("third").id;
   gate.remember_failure(third, cancelled_error("gone"));
   EXPECT_FALSE(gate.blocked(third, "p"));
-  FetcherStats s;
-  gate.add_to(s);
-  EXPECT_EQ(s.failed_fast, 2u);
+  EXPECT_EQ(stats.fetch().failed_fast, 2u);
 }
 
 TEST_F(PartsTest, GateForgetsAFailureWhenItsTimeIsUp) {
   FetcherConfig c = config();
   c.failure_memo = 0s;  // off
-  ServingGate gate(c);
+  ServingGate gate(testing::public_scope(), {}, c, stats);
   gate.admit(content.id);  // (a content this process may read at all)
   gate.remember_failure(content.id, ReadError{FsErrorKind::kIo, "down"});
   EXPECT_FALSE(gate.blocked(content.id, "p"));
@@ -153,11 +144,11 @@ TEST_F(PartsTest, GateForgetsAFailureWhenItsTimeIsUp) {
 // ---- Verifier ----------------------------------------------------------------------------
 
 TEST_F(PartsTest, VerifierRefetchesOnceThenQuarantines) {
-  ServingGate gate(config());
+  ServingGate gate(testing::public_scope(), {}, config(), stats);
   gate.admit(content.id);  // (a content this process may read at all)
-  Verifier v(store, gate, config());
+  Verifier v(store, gate, config(), stats);
   int corrupt_calls = 0;
-  v.set_corrupt_listener([&](const cache::ContentId&) { corrupt_calls++; });
+  gate.set_corrupt_listener([&](const cache::ContentId&) { corrupt_calls++; });
   std::string copy = bytes;
   copy[5] ^= 1;
   int refetches = 0;
@@ -173,15 +164,13 @@ TEST_F(PartsTest, VerifierRefetchesOnceThenQuarantines) {
   EXPECT_EQ(corrupt_calls, 2);
   EXPECT_FALSE(gate.streams(content.id));
   EXPECT_TRUE(gate.blocked(content.id, "p"));  // quarantined
-  FetcherStats s;
-  v.add_to(s);
-  EXPECT_EQ(s.corrupt, 2u);
+  EXPECT_EQ(stats.fetch().corrupt, 2u);
 }
 
 TEST_F(PartsTest, VerifierAcceptsARefetchThatMatches) {
-  ServingGate gate(config());
+  ServingGate gate(testing::public_scope(), {}, config(), stats);
   gate.admit(content.id);  // (a content this process may read at all)
-  Verifier v(store, gate, config());
+  Verifier v(store, gate, config(), stats);
   std::string copy = bytes;
   copy[5] ^= 1;
   auto r =
@@ -195,22 +184,22 @@ TEST_F(PartsTest, VerifierAcceptsARefetchThatMatches) {
 
 TEST_F(PartsTest, VerifierTakesATrustedRecordWithoutCallingItHashedHere) {
   FetcherConfig c = config();
-  c.trust_cache = true;
-  ServingGate gate(c);
+  ServingGate gate(testing::public_scope(), believed(), c, stats);
   gate.admit(content.id);  // (a content this process may read at all)
-  Verifier v(store, gate, c);
+  Verifier v(store, gate, c, stats);
   store.plant(content.id, bytes);  // recorded verified (by this user, earlier)
-  ASSERT_TRUE(v.verify_cached(content, [] { return Expected<void, ReadError>{}; }));
+  ASSERT_TRUE(
+      v.verify_cached(content, /*recorded=*/true, [] { return Expected<void, ReadError>{}; }));
   EXPECT_EQ(store.hashed.load(), 0);
   EXPECT_EQ(gate.verdict(content.id).mode, Mode::kVerified);  // its checksums are checked
 }
 
 TEST_F(PartsTest, VerifierHashesTheCacheCopyHereAndTrustsIt) {
-  ServingGate gate(config());
+  ServingGate gate(testing::public_scope(), {}, config(), stats);
   gate.admit(content.id);  // (a content this process may read at all)
-  Verifier v(store, gate, config());
+  Verifier v(store, gate, config(), stats);
   store.plant(content.id, bytes);  // recorded verified by "another process"
-  auto r = v.verify_cached(content, [&]() -> Expected<void, ReadError> {
+  auto r = v.verify_cached(content, /*recorded=*/true, [&]() -> Expected<void, ReadError> {
     ADD_FAILURE() << "no refetch for matching bytes";
     return {};
   });
@@ -218,22 +207,21 @@ TEST_F(PartsTest, VerifierHashesTheCacheCopyHereAndTrustsIt) {
   EXPECT_EQ(store.hashed.load(), 1);  // hashed by this process despite the record
   EXPECT_TRUE(gate.serves_verified(content.id));
   EXPECT_EQ(gate.verdict(content.id).mode, Mode::kHashedHere);  // just hashed: no checksums
-  FetcherStats s;
-  v.add_to(s);
-  EXPECT_EQ(s.rechecks, 1u);
+  EXPECT_EQ(stats.fetch().rechecks, 1u);
 }
 
 TEST_F(PartsTest, VerifierPassesARefetchFailureOnAsIs) {
-  ServingGate gate(config());
+  ServingGate gate(testing::public_scope(), {}, config(), stats);
   gate.admit(content.id);  // (a content this process may read at all)
-  Verifier v(store, gate, config());
+  Verifier v(store, gate, config(), stats);
   store.plant(content.id, bytes);
-  auto r = v.verify_cached(content, [&]() -> Expected<void, ReadError> {
+  auto r = v.verify_cached(content, /*recorded=*/true, [&]() -> Expected<void, ReadError> {
     return unexpected(ReadError{FsErrorKind::kTimedOut, "refetch timed out"});
   });
   EXPECT_TRUE(r);  // (it matched: the refetch never ran)
   store.plant(content.id, bytes.substr(0, bytes.size() - 1) + "!");  // a planted wrong byte
-  r = v.verify_cached(content, [&]() -> Expected<void, ReadError> {
+  gate.distrust(content.id);  // (its blocks changed: what this process verified no longer holds)
+  r = v.verify_cached(content, /*recorded=*/true, [&]() -> Expected<void, ReadError> {
     return unexpected(ReadError{FsErrorKind::kTimedOut, "refetch timed out"});
   });
   ASSERT_FALSE(r);
@@ -249,7 +237,7 @@ std::shared_ptr<Downloads::BufferFetch> one_piece_plan(const FileContent& c) {
 }
 
 TEST_F(PartsTest, MemoryJoinsOneFetchAndKeepsItsResult) {
-  MemoryContents mem(1 << 20);
+  MemoryContents mem(1 << 20, stats);
   auto first = mem.join_or_plan(content, "why", [&] { return one_piece_plan(content); });
   ASSERT_TRUE(first);
   EXPECT_TRUE(first->mine);
@@ -266,17 +254,15 @@ TEST_F(PartsTest, MemoryJoinsOneFetchAndKeepsItsResult) {
   mem.finish(*first->fetch, result);
   EXPECT_EQ(mem.hit(content.id), result);
   EXPECT_TRUE(first->fetch->pieces.empty());  // the cycle is broken
-  FetcherStats s;
-  mem.add_to(s);
-  EXPECT_EQ(s.in_memory, 1u);
-  EXPECT_EQ(s.waits_joined, 1u);
+  EXPECT_EQ(stats.fetch().in_memory, 1u);
+  EXPECT_EQ(stats.fetch().waits_joined, 1u);
 }
 
 TEST_F(PartsTest, MemoryForgetsTheLeastRecentlyUsedForRoom) {
   const FileContent a = content_of(make_bytes(400));
   const FileContent b = content_of(make_bytes(401));
   const FileContent c = content_of(make_bytes(402));
-  MemoryContents mem(1000);
+  MemoryContents mem(1000, stats);
   for (const FileContent* x : {&a, &b}) {
     auto j = mem.join_or_plan(*x, "why", [&] { return one_piece_plan(*x); });
     ASSERT_TRUE(j);
@@ -299,7 +285,7 @@ TEST_F(PartsTest, MemoryForgetsTheLeastRecentlyUsedForRoom) {
 }
 
 TEST_F(PartsTest, MemoryRefusesWhatCannotFit) {
-  MemoryContents mem(100);
+  MemoryContents mem(100, stats);
   auto r = mem.join_or_plan(content, "the cache could not keep it",
                             [&] { return one_piece_plan(content); });
   ASSERT_FALSE(r);
@@ -312,7 +298,7 @@ TEST_F(PartsTest, MemoryRefusesWhatCannotFit) {
 
 TEST_F(PartsTest, DownloadsJoinABlockInFlightAndCallOnCompleteOnce) {
   std::atomic<int> completed{0};
-  Downloads d(store, hub, config(), [&](const FileContent&, const cache::ContentState& s) {
+  Downloads d(store, hub, config(), stats, [&](const FileContent&, const cache::ContentState& s) {
     EXPECT_TRUE(s.complete());
     completed++;
     return Expected<void, ReadError>{};
@@ -325,11 +311,7 @@ TEST_F(PartsTest, DownloadsJoinABlockInFlightAndCallOnCompleteOnce) {
   std::thread t1([&] { r1 = d.fetch_blocks(content, all, patience(), std::nullopt); });
   ASSERT_TRUE(eventually([&] { return calls() == 3; }));  // 11 blocks in requests of 4
   std::thread t2([&] { r2 = d.fetch_blocks(content, all, patience(), std::nullopt); });
-  ASSERT_TRUE(eventually([&] {
-    FetcherStats s;
-    d.add_to(s);
-    return s.waits_joined == 3;
-  }));
+  ASSERT_TRUE(eventually([&] { return stats.fetch().waits_joined == 3; }));
   hub.release();
   t1.join();
   t2.join();
@@ -340,7 +322,7 @@ TEST_F(PartsTest, DownloadsJoinABlockInFlightAndCallOnCompleteOnce) {
 }
 
 TEST_F(PartsTest, DownloadsTimeOutWithoutProgressAndAbandonTheFlight) {
-  Downloads d(store, hub, config(), [](const FileContent&, const cache::ContentState&) {
+  Downloads d(store, hub, config(), stats, [](const FileContent&, const cache::ContentState&) {
     return Expected<void, ReadError>{};
   });
   hub.hold();
@@ -352,7 +334,7 @@ TEST_F(PartsTest, DownloadsTimeOutWithoutProgressAndAbandonTheFlight) {
 }
 
 TEST_F(PartsTest, DownloadsMapAHubFailureForTheFilesBytes) {
-  Downloads d(store, hub, config(), [](const FileContent&, const cache::ContentState&) {
+  Downloads d(store, hub, config(), stats, [](const FileContent&, const cache::ContentState&) {
     return Expected<void, ReadError>{};
   });
   hub.fail = true;
@@ -362,15 +344,19 @@ TEST_F(PartsTest, DownloadsMapAHubFailureForTheFilesBytes) {
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().kind, FsErrorKind::kIo);
   EXPECT_TRUE(r.error().logged);
-  FetcherStats s;
-  d.add_to(s);
-  EXPECT_EQ(s.errors, 1u);
+  EXPECT_EQ(stats.fetch().errors, 1u);
 }
 
 // ---- Claims ------------------------------------------------------------------------------
 
+// What the fetcher gives Claims of the cache.
+Claims::Cache claims_cache(cache::BlockStore& store) {
+  return Claims::Cache{[&store](const cache::ContentId& id) { return store.claim_download(id); },
+                       [&store](const cache::ContentId& id) { return store.content_state(id); }};
+}
+
 TEST_F(PartsTest, ClaimsShareOneClaimAmongThisProcesssReaders) {
-  Claims claims(store, 10s);
+  Claims claims(claims_cache(store), 10s, stats);
   auto a = claims.claim_or_wait(content, patience());
   auto b = claims.claim_or_wait(content, patience());
   ASSERT_TRUE(a && b);
@@ -379,7 +365,7 @@ TEST_F(PartsTest, ClaimsShareOneClaimAmongThisProcesssReaders) {
 }
 
 TEST_F(PartsTest, ClaimsWaitForAnotherProcessThenSeeItFinish) {
-  Claims claims(store, 10s);
+  Claims claims(claims_cache(store), 10s, stats);
   store.claimed_elsewhere = true;
   std::thread other([&] {
     std::this_thread::sleep_for(30ms);
@@ -388,27 +374,23 @@ TEST_F(PartsTest, ClaimsWaitForAnotherProcessThenSeeItFinish) {
   auto r = claims.claim_or_wait(content, patience());
   other.join();
   ASSERT_TRUE(r);
-  EXPECT_TRUE(r->other_finished);
-  FetcherStats s;
-  claims.add_to(s);
-  EXPECT_EQ(s.shared_waits, 1u);
-  EXPECT_EQ(s.takeovers, 0u);
+  EXPECT_TRUE(r->finished);
+  EXPECT_EQ(stats.fetch().shared_waits, 1u);
+  EXPECT_EQ(stats.fetch().takeovers, 0u);
 }
 
 TEST_F(PartsTest, ClaimsTakeOverAStalledDownload) {
-  Claims claims(store, 0s);
+  Claims claims(claims_cache(store), 0s, stats);
   store.claimed_elsewhere = true;
   auto r = claims.claim_or_wait(content, patience());
   ASSERT_TRUE(r);
-  EXPECT_FALSE(r->other_finished);
+  EXPECT_FALSE(r->finished);
   EXPECT_EQ(r->claim, nullptr);
-  FetcherStats s;
-  claims.add_to(s);
-  EXPECT_EQ(s.takeovers, 1u);
+  EXPECT_EQ(stats.fetch().takeovers, 1u);
 }
 
 TEST_F(PartsTest, ClaimsWaitEndsWhenTheReaderGoesAway) {
-  Claims claims(store, 60s);
+  Claims claims(claims_cache(store), 60s, stats);
   store.claimed_elsewhere = true;
   CancelFlag cancel;
   std::thread t([&] {

@@ -29,7 +29,9 @@ std::string make_bytes(std::size_t n) {
   return s;
 }
 
+using testing_fetcher::believed;
 using testing_fetcher::content_of;
+using testing_fetcher::TestReader;
 
 class SharedCacheTest : public ::testing::Test {
  protected:
@@ -118,9 +120,10 @@ TEST_F(SharedCacheTest, AFullReaderTableStillServesVerifiedBytes) {
     held.push_back(std::move(*t));
   }
   MemoryHub hub(bytes);
-  Reader r(*c, hub, testing::public_scope(), ReaderConfig{config(), {}});
+  TestReader r_parts(*c, hub, testing::public_scope(), ReaderConfig{config(), {}});
+  Reader& r = r_parts.reader;
   EXPECT_EQ(read(r, content, 1000, 5000), bytes.substr(1000, 5000));
-  EXPECT_EQ(r.stats().in_memory, 1u);  // verified in memory, not stored
+  EXPECT_EQ(r_parts.stats.fetch().in_memory, 1u);  // verified in memory, not stored
 }
 
 TEST_F(SharedCacheTest, TwoProcessesReadingOneColdFileDownloadItOnce) {
@@ -129,8 +132,10 @@ TEST_F(SharedCacheTest, TwoProcessesReadingOneColdFileDownloadItOnce) {
   MemoryHub hub_a(bytes);
   MemoryHub hub_b(bytes);
   hub_a.delay = 20ms;  // A downloads slowly enough for B to arrive while it does
-  Reader a(*ca, hub_a, testing::public_scope(), ReaderConfig{config(), {}});
-  Reader b(*cb, hub_b, testing::public_scope(), ReaderConfig{config(), {}});
+  TestReader a_parts(*ca, hub_a, testing::public_scope(), ReaderConfig{config(), {}});
+  Reader& a = a_parts.reader;
+  TestReader b_parts(*cb, hub_b, testing::public_scope(), ReaderConfig{config(), {}});
+  Reader& b = b_parts.reader;
   auto fa = std::async(std::launch::async, [&] { return read(a, content, 0, bytes.size()); });
   std::this_thread::sleep_for(50ms);
   auto fb = std::async(std::launch::async, [&] { return read(b, content, 250000, 100); });
@@ -138,8 +143,8 @@ TEST_F(SharedCacheTest, TwoProcessesReadingOneColdFileDownloadItOnce) {
   EXPECT_EQ(fb.get(), bytes.substr(250000, 100));
   EXPECT_GT(hub_a.calls, 0);
   EXPECT_EQ(hub_b.calls, 0) << "B downloaded what A was downloading for the cache";
-  EXPECT_EQ(b.stats().shared_waits, 1u);
-  EXPECT_GE(b.stats().rechecks, 1u);  // B hashed A's download itself before serving it
+  EXPECT_EQ(b_parts.stats.fetch().shared_waits, 1u);
+  EXPECT_GE(b_parts.stats.fetch().rechecks, 1u);  // B hashed A's download itself before serving it
 }
 
 TEST_F(SharedCacheTest, AClaimHolderThatMakesNoProgressIsTakenOver) {
@@ -148,11 +153,12 @@ TEST_F(SharedCacheTest, AClaimHolderThatMakesNoProgressIsTakenOver) {
   MemoryHub hub(bytes);
   FetcherConfig fc = config();
   fc.claim_takeover = 1s;
-  Reader r(store, hub, testing::public_scope(), ReaderConfig{fc, {}});
+  TestReader r_parts(store, hub, testing::public_scope(), ReaderConfig{fc, {}});
+  Reader& r = r_parts.reader;
   const auto start = std::chrono::steady_clock::now();
   EXPECT_EQ(read(r, content, 500, 500), bytes.substr(500, 500));
   EXPECT_GE(std::chrono::steady_clock::now() - start, 900ms);
-  EXPECT_EQ(r.stats().takeovers, 1u);
+  EXPECT_EQ(r_parts.stats.fetch().takeovers, 1u);
 }
 
 TEST_F(SharedCacheTest, BlocksPlantedWithTheVerifiedFlagAreNotServed) {
@@ -163,9 +169,10 @@ TEST_F(SharedCacheTest, BlocksPlantedWithTheVerifiedFlagAreNotServed) {
   auto c = open(options());
   const std::uint32_t bs = c->block_size();
   MemoryHub hub(bytes);
-  Reader r(*c, hub, testing::public_scope(), ReaderConfig{config(), {}});
+  TestReader r_parts(*c, hub, testing::public_scope(), ReaderConfig{config(), {}});
+  Reader& r = r_parts.reader;
   EXPECT_EQ(read(r, content, 3 * bs, 100), bytes.substr(3 * bs, 100));
-  EXPECT_GE(r.stats().corrupt, 1u);
+  EXPECT_GE(r_parts.stats.fetch().corrupt, 1u);
   EXPECT_GT(hub.calls, 0);  // downloaded again
 }
 
@@ -178,15 +185,17 @@ TEST_F(SharedCacheTest, APeekOfASharedCacheTakesNoBytesThisProcessDidNotVerify) 
   const WaitPolicy wait;
   {
     MemoryHub hub(bytes);
-    Reader trusting(*c, hub, testing::public_scope(), ReaderConfig{config(), {}});
+    TestReader trusting_parts(*c, hub, testing::public_scope(), ReaderConfig{config(), {}},
+                              believed());
+    Reader& trusting = trusting_parts.reader;
     auto got = trusting.peek(content, 3 * bs, 100, wait);
     ASSERT_TRUE(got);
     EXPECT_NE(*got, bytes.substr(3 * bs, 100));  // a private cache's rule: its bytes as stored
   }
   FetcherConfig fc = config();
-  fc.peek_verified_only = true;
   MemoryHub hub(bytes);
-  Reader wary(*c, hub, testing::public_scope(), ReaderConfig{fc, {}});
+  TestReader wary_parts(*c, hub, testing::public_scope(), ReaderConfig{fc, {}});
+  Reader& wary = wary_parts.reader;
   auto got = wary.peek(content, 3 * bs, 100, wait);
   ASSERT_TRUE(got) << got.error().message;
   EXPECT_EQ(*got, bytes.substr(3 * bs, 100));
