@@ -199,6 +199,51 @@ TEST_F(SharingTest, AReadOnlyCacheIsReadAndNeverWritten) {
   EXPECT_EQ(fs::last_write_time(dir_ / "session"), session_before);
 }
 
+TEST_F(SharingTest, AReadOnlyCacheKeepsWhatItsVerificationFoundForThisProcess) {
+  // A read-only store cannot write what verification found: it answers as a writable one
+  // would after writing it (a match is verified, a mismatch is gone), for this process only.
+  const auto good = testing::make_bytes(5000, 12);
+  const auto good_id = testing::sha256_of(good);
+  const auto bad_id = testing::sha256_of(testing::make_bytes(5000, 13));
+  {
+    auto c = testing::open_or_die(testing::test_options(dir_));
+    testing::put_all(*c, good_id, good);                          // complete, not verified
+    testing::put_all(*c, bad_id, testing::make_bytes(5000, 14));  // not the bytes of its id
+  }
+  Options o = testing::test_options(dir_, 0);
+  o.read_only = true;
+  auto c = testing::open_or_die(o);
+  const std::uint32_t blocks = (5000 + c->block_size() - 1) / c->block_size();
+  int served = 0;
+  auto count = [&](std::uint32_t, std::span<const std::byte>) { ++served; };
+  auto hidden =
+      c->read_blocks(good_id, good.size(), 0, blocks, count, BlockStore::ReadMode::kVerified);
+  ASSERT_TRUE(hidden);
+  EXPECT_EQ(served, 0);
+  ASSERT_TRUE(c->verify_content(good_id, good.size()).value().verified);
+  EXPECT_TRUE(c->content_state(good_id).value()->verified);
+  auto shown =
+      c->read_blocks(good_id, good.size(), 0, blocks, count, BlockStore::ReadMode::kVerified);
+  ASSERT_TRUE(shown);
+  EXPECT_TRUE(shown->empty());
+  EXPECT_EQ(served, static_cast<int>(blocks));
+
+  auto v = c->verify_content(bad_id, 5000);
+  ASSERT_FALSE(v);
+  EXPECT_EQ(v.error().kind, CacheError::Kind::kCorrupt);
+  EXPECT_FALSE(c->content_state(bad_id).value());  // gone, as a writable store drops it
+  served = 0;
+  auto gone = c->read_blocks(bad_id, 5000, 0, blocks, count, BlockStore::ReadMode::kPartial);
+  ASSERT_TRUE(gone);
+  EXPECT_EQ(gone->size(), blocks);
+  EXPECT_EQ(served, 0);
+  c.reset();
+  // Nothing was written: another process finds the store as it was.
+  auto again = testing::open_or_die(o);
+  EXPECT_FALSE(again->content_state(good_id).value()->verified);
+  EXPECT_TRUE(again->content_state(bad_id).value()->complete());
+}
+
 TEST_F(SharingTest, AStoppedWriterElsewhereCostsAWriteNotAHang) {
   Options o = testing::test_options(dir_);
   o.lock_timeout = 300ms;

@@ -29,6 +29,7 @@ class MemoryStore : public cache::BlockStore {
                                                         std::uint32_t count, BlockFn fn,
                                                         ReadMode mode) override {
     std::lock_guard lock(mu_);
+    (mode == ReadMode::kPresence ? presence_reads : serving_reads)++;
     std::vector<std::uint32_t> missing;
     Content& c = contents_.count(id.to_string()) != 0 ? contents_[id.to_string()] : empty_;
     const bool hidden =
@@ -83,6 +84,11 @@ class MemoryStore : public cache::BlockStore {
     c.size = bytes.size();
   }
 
+  // What the store was asked: reads that serve bytes, reads of which blocks are stored (kPresence),
+  // states (content_state), puts and verifications.
+  std::atomic<int> serving_reads{0};
+  std::atomic<int> presence_reads{0};
+  std::atomic<int> states{0};
   std::atomic<int> puts{0};
   std::atomic<int> verifies{0};
   std::atomic<int> hashed{0};  // verifications that hashed the bytes
@@ -124,6 +130,7 @@ class MemoryStore : public cache::BlockStore {
   cache::Result<std::optional<cache::ContentState>> content_state(
       const cache::ContentId& id) override {
     std::lock_guard lock(mu_);
+    states++;
     auto it = contents_.find(id.to_string());
     if (it == contents_.end() || it->second.blocks.empty()) {
       return std::optional<cache::ContentState>();

@@ -127,6 +127,20 @@ TEST_F(FetcherTest, AContentVerifiedElsewhereIsServedAfterOneHashHere) {
   t.release(*g);
 }
 
+TEST_F(FetcherTest, WhatTheDaemonCallsVerifiedIsTheGatesCall) {
+  // A wheel's METADATA is marked verified only when its wheel is: in a cache others can write,
+  // another process's "verified" record counts once this process hashed the wheel itself.
+  store.plant(content.id, bytes);  // recorded as verified by another process
+  TestReader shared(store, hub, testing::public_scope(), ReaderConfig{config(), {}});
+  EXPECT_FALSE(shared.reader.verified(content));
+  auto f = shared.reader.open(content, false);
+  EXPECT_EQ(read(shared.reader, *f, 100, 50), bytes.substr(100, 50));
+  shared.reader.release(*f);
+  EXPECT_TRUE(shared.reader.verified(content));  // hashed here
+  TestReader own(store, hub, testing::public_scope(), ReaderConfig{config(), {}}, believed());
+  EXPECT_TRUE(own.reader.verified(content));  // a private cache's record
+}
+
 TEST_F(FetcherTest, AContentLostFromUnderAReaderIsDownloadedAgain) {
   TestReader r_parts(store, hub, testing::public_scope(), ReaderConfig{config(), {}});
   Reader& r = r_parts.reader;

@@ -244,6 +244,34 @@ TEST_F(FetcherTest, TheReplyIsTheReadsLastUseOfTheFile) {
   }
 }
 
+// ---- what the cache is asked ------------------------------------------------------------
+
+TEST_F(FetcherTest, AColdReadAsksTheCacheOncePerStepAndAWarmReadOnce) {
+  // A cold verified read: what is stored (nothing: every block is missing, without asking which),
+  // the claim, the download (which looks at its range once: another process may have stored
+  // some), the hash as the last block is put, then the reply. No second look around the claim,
+  // no look after the download: ensure() hands the gate's verdict back.
+  FetcherConfig c = config();
+  c.workers = 1;
+  c.max_request = 16 * kBlock;  // the whole file in one ranged GET
+  TestReader t(store, hub, testing::public_scope(), ReaderConfig{c, {}});
+  auto f = t.reader.open(content, false);
+  EXPECT_EQ(read(t.reader, *f, 0, 100), bytes.substr(0, 100));
+  EXPECT_EQ(calls(), 1);
+  EXPECT_EQ(store.states.load(), 1);
+  EXPECT_EQ(store.presence_reads.load(), 1);
+  EXPECT_EQ(store.verifies.load(), 1);
+  EXPECT_EQ(store.serving_reads.load(), 1);
+  // Warm: the gate's verdict, then one read of the store.
+  EXPECT_EQ(read(t.reader, *f, 7 * kBlock, 100), bytes.substr(7 * kBlock, 100));
+  EXPECT_EQ(store.serving_reads.load(), 2);
+  EXPECT_EQ(store.states.load(), 1);
+  EXPECT_EQ(store.presence_reads.load(), 1);
+  EXPECT_EQ(t.stats.read_counts().misses, 1u);
+  EXPECT_EQ(t.stats.read_counts().hits, 1u);
+  t.reader.release(*f);
+}
+
 // ---- patience, fail-fast, interrupts ------------------------------------------------------
 
 TEST_F(FetcherTest, ADownloadThatKeepsProgressingIsNotCutShort) {
