@@ -218,6 +218,29 @@ class Manifests(unittest.TestCase):
         self.assertEqual(pvc["spec"]["volumeName"], pv["metadata"]["name"])
         self.assertEqual(pvc["spec"]["storageClassName"], pv["spec"]["storageClassName"])
 
+    def test_the_plugin_refuses_a_cgroup_root_or_memory_limit_it_cannot_use(self):
+        if not os.path.exists(PLUGIN):
+            self.fail(f"{PLUGIN} is not built")
+        tmp = tempfile.mkdtemp(prefix="whfs-k8s-")
+        try:
+            common = [PLUGIN, "--csi-address", f"unix://{tmp}/csi.sock", "--state-dir",
+                      f"{tmp}/state"]
+            cases = [
+                (["--cgroup-root", tmp], 1,
+                 f"--cgroup-root: {tmp} holds no cgroup hierarchy (it should be the host's "
+                 "/sys/fs/cgroup) (or --cgroup-root '' to keep the daemons in the plugin's "
+                 "cgroup)"),
+                (["--daemon-memory-max", "1x"], 2,
+                 "--daemon-memory-max 1x is not a size of 16M or more (e.g. 1G)"),
+            ]
+            for extra, code, says in cases:
+                r = subprocess.run(common + extra, capture_output=True, text=True, timeout=30)
+                self.assertEqual(r.returncode, code, r.stderr)
+                self.assertEqual(r.stderr.strip().splitlines()[-1], "wheelhouse-csi: " + says)
+            self.assertFalse(os.path.exists(f"{tmp}/csi.sock"))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
     def test_the_daemonsets_arguments_start_the_real_plugin(self):
         if not os.path.exists(PLUGIN):
             self.fail(f"{PLUGIN} is not built")

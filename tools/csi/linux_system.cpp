@@ -312,13 +312,14 @@ Expected<std::string, std::string> LinuxSystem::prepare_cgroups() {
     return std::string(
         "daemons stay in the plugin's cgroup (no cgroup root): they end with its container");
   }
+  const std::string or_none = " (or --cgroup-root '' to keep the daemons in the plugin's cgroup)";
   auto hierarchies = cgroup_hierarchies(config_.cgroup_root);
-  if (!hierarchies) return unexpected(hierarchies.error());
+  if (!hierarchies) return unexpected("--cgroup-root: " + hierarchies.error() + or_none);
   std::lock_guard lock(cgroup_mu_);
   for (const auto& h : *hierarchies) {
     if (::access(h.c_str(), W_OK) != 0) {
-      return unexpected("cgroup hierarchy " + h + ": " + errno_text() +
-                        " (the plugin needs the host's cgroup root, writable)");
+      return unexpected("--cgroup-root: cgroup hierarchy " + h + ": " + errno_text() +
+                        " (the plugin needs the host's cgroup root, writable)" + or_none);
     }
     // The empty cgroups of daemons that ended while no plugin ran (rmdir removes only those).
     const std::string parent = h + "/" + config_.cgroup_parent;
@@ -337,6 +338,13 @@ Expected<std::string, std::string> LinuxSystem::prepare_cgroups() {
     for (std::size_t i = levels.size(); i-- > 0;) ::rmdir(levels[i].c_str());
   }
   const bool v2 = hierarchies->size() == 1 && hierarchies->front() == config_.cgroup_root;
+  if (config_.memory_max > 0 &&
+      std::none_of(hierarchies->begin(), hierarchies->end(), [](const std::string& h) {
+        return exists(h + "/memory.limit_in_bytes") ||
+               read_small(h + "/cgroup.subtree_control").find("memory") != std::string::npos;
+      })) {
+    return unexpected("--daemon-memory-max: no memory controller under " + config_.cgroup_root);
+  }
   std::string what =
       std::string(v2 ? "cgroup v2" : "cgroup v1") + ": each daemon in " + config_.cgroup_parent +
       "/<volume key> of " +
@@ -483,7 +491,10 @@ Expected<int, std::string> LinuxSystem::start_daemon(const VolumeSpec& spec, con
   int ns_fd = -1;
   if (!config_.cgroup_root.empty()) {
     auto procs = make_cgroup(name);
-    if (!procs) return unexpected("the daemon's cgroup: " + procs.error());
+    if (!procs) {
+      remove_cgroup(name);  // what it made before it failed
+      return unexpected("the daemon's cgroup: " + procs.error());
+    }
     procs_s = std::move(*procs);
     if (!in_initial_cgroup_namespace()) {
       ns_fd = ::open("/proc/1/ns/cgroup", O_RDONLY | O_CLOEXEC);

@@ -287,10 +287,7 @@ int run(int argc, char** argv) {
   whfs::csi::LinuxSystem system(daemon);
   const auto cgroups = system.prepare_cgroups();
   if (!cgroups) {
-    std::fprintf(stderr,
-                 "wheelhouse-csi: --cgroup-root: %s (or --cgroup-root '' to keep the daemons in "
-                 "the plugin's cgroup)\n",
-                 cgroups.error().c_str());
+    std::fprintf(stderr, "wheelhouse-csi: %s\n", cgroups.error().c_str());
     return 1;
   }
   spdlog::info("{}", *cgroups);
