@@ -131,12 +131,12 @@ std::string base_name(const std::string& path) {
   return std::filesystem::path(path).filename().string();
 }
 
-// True while `pid` runs a wheelhousefs on `mnt` (this plugin's argv always ends with the mount
+// True while `pid` runs `program` on `mnt` (this plugin's argv always ends with the mount
 // point). From /proc alone: nothing here calls into a mount, so a hung daemon cannot stall it.
-bool runs_on(int pid, const std::string& mnt) {
+bool runs_on(int pid, const std::string& program, const std::string& mnt) {
   if (pid <= 0 || !running_process(pid)) return false;
   const auto args = process_args(pid);
-  return args.size() >= 3 && base_name(args.front()) == "wheelhousefs" && args.back() == mnt;
+  return args.size() >= 3 && base_name(args.front()) == base_name(program) && args.back() == mnt;
 }
 
 // The processes of `program` whose command line ends with `mnt`: the starter and the daemon
@@ -229,10 +229,10 @@ void unmount_all(const std::string& mnt) {
   }
 }
 
-// Waits up to `seconds` for `pid` to stop running the daemon of `mnt`.
-bool ends_within(int pid, const std::string& mnt, int seconds) {
+// Waits up to `seconds` for `pid` to stop running `program` on `mnt`.
+bool ends_within(int pid, const std::string& program, const std::string& mnt, int seconds) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-  while (runs_on(pid, mnt)) {
+  while (runs_on(pid, program, mnt)) {
     if (std::chrono::steady_clock::now() > deadline) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -576,7 +576,7 @@ Expected<int, std::string> LinuxSystem::start_daemon(const VolumeSpec& spec, con
 }
 
 bool LinuxSystem::daemon_serves(const std::string& mnt, int pid) {
-  if (!runs_on(pid, mnt)) return false;
+  if (!runs_on(pid, config_.program, mnt)) return false;
   const auto top = top_mount(mnt);
   return top && top->type == "fuse.wheelhousefs";
 }
@@ -588,13 +588,13 @@ void LinuxSystem::stop_daemon(const std::string& dir, const std::string& mnt, in
   // that holds a file open in a lazily detached target): then it is told to (SIGTERM), and
   // killed when that does not end it either. Each step waits a few seconds at most.
   const int grace = config_.stop_grace_s;
-  if (!ends_within(pid, mnt, grace)) {
+  if (!ends_within(pid, config_.program, mnt, grace)) {
     spdlog::warn("daemon pid {} on {} still runs {} s after its unmount: SIGTERM", pid, mnt, grace);
     ::kill(pid, SIGTERM);
-    if (!ends_within(pid, mnt, grace)) {
+    if (!ends_within(pid, config_.program, mnt, grace)) {
       spdlog::warn("daemon pid {} on {} still runs {} s after SIGTERM: SIGKILL", pid, mnt, grace);
       ::kill(pid, SIGKILL);
-      (void)ends_within(pid, mnt, 2);
+      (void)ends_within(pid, config_.program, mnt, 2);
     }
   }
   ::unlink((dir + "/token").c_str());
