@@ -11,10 +11,10 @@
 #include "fs/daemon/commit_at_mount.h"
 #include "fs/daemon/refresher.h"
 #include "fs/hub/hub_client.h"
+#include "fs/index/metadata_service.h"
 #include "fs/namespace/namespace.h"
 #include "fs/reader/reader.h"
 #include "fs/targeting/caller_targets.h"
-#include "fs/wheel/wheel_metadata.h"
 
 namespace whfs {
 
@@ -27,7 +27,7 @@ struct StatusParts {
   ns::Namespace& names;
   reader::Reader& reader;
   const target::CallerTargets& callers;
-  const wheel::WheelMetadataService& wheel_meta;
+  const index::WheelMetadataService& wheel_meta;
 };
 
 struct StatusFacts {

@@ -1,8 +1,9 @@
-#include "fs/wheel/index_metadata.h"
+#include "fs/index/index_metadata.h"
 
 #include "fs/common/hash.h"
+#include "fs/wheel/wheel_metadata.h"
 
-namespace whfs::wheel {
+namespace whfs::index {
 
 Expected<ns::IndexMetadata, std::string> WheelIndexMetadata::metadata(const RemoteEntry& entry,
                                                                       const std::string& commit) {
@@ -10,9 +11,9 @@ Expected<ns::IndexMetadata, std::string> WheelIndexMetadata::metadata(const Remo
   if (!id) return unexpected(entry.path + ": the listing gives no hash for it");
   auto m = service_.get(reader::FileContent{commit, entry.path, entry.size, *id});
   if (!m) return unexpected(m.error());
-  auto served = std::make_shared<const std::string>(served_metadata((*m)->bytes));
+  auto served = std::make_shared<const std::string>(wheel::served_metadata((*m)->bytes));
   const std::string sha = sha256_hex(*served);
   return ns::IndexMetadata{std::move(served), sha, (*m)->requires_python};
 }
 
-}  // namespace whfs::wheel
+}  // namespace whfs::index

@@ -1,10 +1,10 @@
 #pragma once
 // The index pages' source of METADATA (ns::IndexMetadataSource) from the wheels themselves.
 
+#include "fs/index/metadata_service.h"
 #include "fs/namespace/target_folder.h"
-#include "fs/wheel/wheel_metadata.h"
 
-namespace whfs::wheel {
+namespace whfs::index {
 
 class WheelIndexMetadata : public ns::IndexMetadataSource {
  public:
@@ -16,4 +16,4 @@ class WheelIndexMetadata : public ns::IndexMetadataSource {
   WheelMetadataService& service_;
 };
 
-}  // namespace whfs::wheel
+}  // namespace whfs::index
