@@ -287,7 +287,8 @@ Expected<void, PublishError> HubWriter::multipart(const BatchAnswer& object, int
   return {};
 }
 
-Expected<void, PublishError> HubWriter::upload(const BatchAnswer& object, const CheckedFile& file,
+Expected<void, PublishError> HubWriter::upload(const BatchAnswer& object,
+                                               const check::CheckedFile& file,
                                                const std::string& name) {
   if (object.stored) return {};
   if (object.chunk_size == 0) {

@@ -19,12 +19,12 @@
 #include <string>
 #include <vector>
 
+#include "fs/check/checked_file.h"
 #include "fs/common/expected.h"
 #include "fs/hub/http.h"
 #include "fs/hub/hub_client.h"
 #include "fs/hub/retry.h"
 #include "fs/hub/transport.h"
-#include "fs/publish/checked_file.h"
 #include "fs/publish/publish_error.h"
 #include "fs/publish/write_api.h"
 
@@ -64,7 +64,7 @@ class HubWriter {
   Expected<std::vector<BatchAnswer>, PublishError> batch(const std::string& revision,
                                                          const std::vector<LfsObject>& objects);
   // Sends the object's bytes from `file` as the batch answer says, then verifies it.
-  Expected<void, PublishError> upload(const BatchAnswer& object, const CheckedFile& file,
+  Expected<void, PublishError> upload(const BatchAnswer& object, const check::CheckedFile& file,
                                       const std::string& name);
   // kStale when the branch moved since `payload`'s parent commit.
   Expected<CommitAnswer, PublishError> commit(const std::string& revision,

@@ -11,9 +11,12 @@
 
 #include "fs/publish/hub_writer.h"
 #include "tests/support/fakehub.h"
-#include "tests/unit/publish/test_wheels.h"
+#include "tests/unit/check/test_wheels.h"
 
 namespace whfs::publish::test {
+
+using check::test::wheel_members;
+using check::test::write_wheel;
 
 inline const std::string kRepo = "acme/wheels";
 

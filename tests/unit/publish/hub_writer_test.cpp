@@ -4,12 +4,14 @@
 
 #include <gtest/gtest.h>
 
-#include "fs/publish/wheel_check.h"
+#include "fs/check/wheel_check.h"
 #include "tests/unit/publish/emulator.h"
 
 namespace whfs::publish {
 namespace {
 
+using check::inspect_wheel;
+using check::WheelFacts;
 using nlohmann::json;
 
 class HubWriterTest : public ::testing::Test {

@@ -12,6 +12,9 @@
 namespace whfs::publish {
 namespace {
 
+using check::Action;
+using check::inspect_wheel;
+
 class PublisherTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { emu_ = new test::Emulator(); }

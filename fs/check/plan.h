@@ -13,12 +13,12 @@
 #include <optional>
 #include <string>
 
+#include "fs/check/wheel_check.h"
 #include "fs/common/expected.h"
 #include "fs/common/remote_entry.h"
-#include "fs/publish/wheel_check.h"
 #include "fs/targeting/target.h"
 
-namespace whfs::publish {
+namespace whfs::check {
 
 struct TargetFolder {
   std::string folder;  // sm89/torch2.9-cu128
@@ -45,4 +45,4 @@ struct Decision {
 // What to do with `local` given the entry now at its path (null: nothing there).
 Decision decide(const Content& local, const RemoteEntry* remote, bool replace);
 
-}  // namespace whfs::publish
+}  // namespace whfs::check

@@ -1,4 +1,4 @@
-#include "fs/publish/local_zip.h"
+#include "fs/check/local_zip.h"
 
 #include <unistd.h>
 #include <zlib.h>
@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <system_error>
 
-namespace whfs::publish {
+namespace whfs::check {
 namespace {
 
 constexpr std::size_t kChunk = 1 << 20;
@@ -344,4 +344,4 @@ Expected<std::string, std::string> MemberReader::read(std::uint64_t offset, std:
   return out;
 }
 
-}  // namespace whfs::publish
+}  // namespace whfs::check

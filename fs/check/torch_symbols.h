@@ -13,7 +13,7 @@
 #include "fs/common/expected.h"
 #include "fs/wheel/elf.h"
 
-namespace whfs::publish {
+namespace whfs::check {
 
 // libstdc++'s two std::string ABIs: the one since GCC 5 (std::__cxx11::basic_string, the
 // default) and the old one (_GLIBCXX_USE_CXX11_ABI=0).
@@ -53,4 +53,4 @@ class TorchSymbols {
 Expected<std::vector<wheel::DynamicSymbol>, std::string> file_dynamic_symbols(
     const std::filesystem::path& path);
 
-}  // namespace whfs::publish
+}  // namespace whfs::check

@@ -1,9 +1,9 @@
-#include "fs/publish/plan.h"
+#include "fs/check/plan.h"
 
-#include "fs/publish/local_version.h"
+#include "fs/check/local_version.h"
 #include "fs/targeting/tags.h"
 
-namespace whfs::publish {
+namespace whfs::check {
 namespace {
 
 std::string platform_words(const target::Target& t) {
@@ -93,4 +93,4 @@ Decision decide(const Content& local, const RemoteEntry* remote, bool replace) {
   return {Action::kConflict, other + "; --replace replaces it"};
 }
 
-}  // namespace whfs::publish
+}  // namespace whfs::check

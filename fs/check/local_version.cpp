@@ -1,10 +1,10 @@
-#include "fs/publish/local_version.h"
+#include "fs/check/local_version.h"
 
 #include <string>
 
 #include "fs/common/text.h"
 
-namespace whfs::publish {
+namespace whfs::check {
 namespace {
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
@@ -113,4 +113,4 @@ std::optional<std::string> local_version_conflict(std::string_view version, std:
   return std::nullopt;
 }
 
-}  // namespace whfs::publish
+}  // namespace whfs::check

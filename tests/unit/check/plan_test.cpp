@@ -1,9 +1,9 @@
 // Where a wheel goes, whether it fits its target, and what to do with what is already there.
-#include "fs/publish/plan.h"
+#include "fs/check/plan.h"
 
 #include <gtest/gtest.h>
 
-namespace whfs::publish {
+namespace whfs::check {
 namespace {
 
 const target::HostPlatform kHost{"x86_64", "2.36"};
@@ -95,4 +95,4 @@ TEST(PublishPlan, WhatIsAlreadyThereDecides) {
 }
 
 }  // namespace
-}  // namespace whfs::publish
+}  // namespace whfs::check

@@ -20,13 +20,13 @@
 #include <string>
 #include <vector>
 
+#include "fs/check/local_zip.h"
+#include "fs/check/torch_symbols.h"
 #include "fs/common/expected.h"
-#include "fs/publish/local_zip.h"
-#include "fs/publish/torch_symbols.h"
 #include "fs/targeting/policy.h"
 #include "fs/wheel/fatbin.h"
 
-namespace whfs::publish {
+namespace whfs::check {
 
 inline constexpr std::uint64_t kMaxObjectSize = 2ull << 30;  // one shared object, uncompressed
 inline constexpr std::size_t kMaxMissingShown = 10;
@@ -85,4 +85,4 @@ Expected<RunReport, std::string> check_runs(const std::filesystem::path& wheel, 
 std::string format_report(const RunReport& r);
 nlohmann::json to_json(const RunReport& r);
 
-}  // namespace whfs::publish
+}  // namespace whfs::check

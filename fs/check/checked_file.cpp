@@ -1,4 +1,4 @@
-#include "fs/publish/checked_file.h"
+#include "fs/check/checked_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -6,7 +6,7 @@
 
 #include <system_error>
 
-namespace whfs::publish {
+namespace whfs::check {
 namespace {
 
 std::int64_t ns_of(const struct timespec& t) {
@@ -42,4 +42,4 @@ std::string CheckedFile::changed() const {
   return "";
 }
 
-}  // namespace whfs::publish
+}  // namespace whfs::check

@@ -14,7 +14,7 @@
 
 #include "fs/common/expected.h"
 
-namespace whfs::publish {
+namespace whfs::check {
 
 class CheckedFile {
  public:
@@ -41,4 +41,4 @@ class CheckedFile {
   std::int64_t mtime_ns_;
 };
 
-}  // namespace whfs::publish
+}  // namespace whfs::check

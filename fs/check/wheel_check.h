@@ -11,11 +11,11 @@
 #include <memory>
 #include <string>
 
+#include "fs/check/checked_file.h"
 #include "fs/common/expected.h"
-#include "fs/publish/checked_file.h"
 #include "fs/targeting/wheel_name.h"
 
-namespace whfs::publish {
+namespace whfs::check {
 
 // A file's identity as the Hub names it: the sha256 of an LFS file, the git blob id of a
 // plain one.
@@ -38,4 +38,4 @@ struct WheelFacts {
 // The wheel at `path`, checked. The error is one line naming the file and what is wrong.
 Expected<WheelFacts, std::string> inspect_wheel(const std::filesystem::path& path);
 
-}  // namespace whfs::publish
+}  // namespace whfs::check

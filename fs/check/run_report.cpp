@@ -1,10 +1,10 @@
 // The report of run_check.h, for people and as JSON.
 #include <nlohmann/json.hpp>
 
+#include "fs/check/run_check.h"
 #include "fs/common/text.h"
-#include "fs/publish/run_check.h"
 
-namespace whfs::publish {
+namespace whfs::check {
 
 std::string format_report(const RunReport& r) {
   std::string s = r.wheel + " on " + r.target + ":\n";
@@ -57,4 +57,4 @@ nlohmann::json to_json(const RunReport& r) {
           {"problems", r.problems()}, {"notes", r.notes},   {"objects", objects}};
 }
 
-}  // namespace whfs::publish
+}  // namespace whfs::check

@@ -1,12 +1,12 @@
 // inspect_wheel: what a wheel must be before it is published, each refusal in one line.
-#include "fs/publish/wheel_check.h"
+#include "fs/check/wheel_check.h"
 
 #include <gtest/gtest.h>
 
 #include "tests/support/fakehub.h"
-#include "tests/unit/publish/test_wheels.h"
+#include "tests/unit/check/test_wheels.h"
 
-namespace whfs::publish {
+namespace whfs::check {
 namespace {
 
 using test::Member;
@@ -132,4 +132,4 @@ TEST_F(WheelCheck, TheDistInfoFolderIsTheWheels) {
 }
 
 }  // namespace
-}  // namespace whfs::publish
+}  // namespace whfs::check

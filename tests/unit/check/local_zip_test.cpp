@@ -1,7 +1,7 @@
 // LocalZip and MemberReader over hostile members: inflating stops at the declared size, a size
 // the compressed bytes cannot give is refused before inflating, and random reads of a deflated
 // member (from restart points) give its bytes without holding it whole.
-#include "fs/publish/local_zip.h"
+#include "fs/check/local_zip.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include "tests/support/fakehub.h"
 #include "tests/support/zip_writer.h"
 
-namespace whfs::publish {
+namespace whfs::check {
 namespace {
 
 using whfs::test::make_zip;
@@ -160,4 +160,4 @@ TEST_F(LocalZipTest, ACorruptCrcIsFoundAtOpen) {
 }
 
 }  // namespace
-}  // namespace whfs::publish
+}  // namespace whfs::check

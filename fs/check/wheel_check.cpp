@@ -1,4 +1,4 @@
-#include "fs/publish/wheel_check.h"
+#include "fs/check/wheel_check.h"
 
 #include <algorithm>
 #include <map>
@@ -8,14 +8,14 @@
 #include <utility>
 #include <vector>
 
+#include "fs/check/local_zip.h"
 #include "fs/common/base64.h"
 #include "fs/common/hash.h"
-#include "fs/publish/local_zip.h"
 #include "fs/wheel/record.h"
 #include "fs/wheel/wheel_metadata.h"
 #include "fs/wheel/zip.h"
 
-namespace whfs::publish {
+namespace whfs::check {
 namespace {
 
 using wheel::RecordLine;
@@ -186,4 +186,4 @@ Expected<WheelFacts, std::string> inspect_wheel(const std::filesystem::path& pat
   return checked;
 }
 
-}  // namespace whfs::publish
+}  // namespace whfs::check

@@ -13,12 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "fs/check/checked_file.h"
 #include "fs/common/expected.h"
 #include "fs/common/function_ref.h"
-#include "fs/publish/checked_file.h"
 #include "fs/wheel/zip.h"
 
-namespace whfs::publish {
+namespace whfs::check {
 
 class Inflater;  // a member's deflated bytes, inflated from the file (local_zip.cpp)
 
@@ -98,4 +98,4 @@ class MemberReader {
   std::uint64_t inflated_ = 0;
 };
 
-}  // namespace whfs::publish
+}  // namespace whfs::check

@@ -1,4 +1,4 @@
-#include "fs/publish/run_check.h"
+#include "fs/check/run_check.h"
 
 #include <algorithm>
 #include <set>
@@ -6,7 +6,7 @@
 #include "fs/common/text.h"
 #include "fs/targeting/target.h"
 
-namespace whfs::publish {
+namespace whfs::check {
 namespace {
 
 using wheel::FatbinEntry;
@@ -284,4 +284,4 @@ Expected<RunReport, std::string> check_runs(const std::filesystem::path& wheel,
   return r;
 }
 
-}  // namespace whfs::publish
+}  // namespace whfs::check

@@ -1,7 +1,7 @@
 // check_runs: real shared objects built here with g++ -shared, given .nv_fatbin sections
 // (objcopy --add-section) written from fatbin.h's documented layout, in real wheels; a fake
 // torch whose libc10.so is built here too; the GLIBC_ versions they need.
-#include "fs/publish/run_check.h"
+#include "fs/check/run_check.h"
 
 #include <gtest/gtest.h>
 
@@ -10,9 +10,9 @@
 
 #include "tests/support/fakehub.h"
 #include "tests/support/fatbin_writer.h"
-#include "tests/unit/publish/test_wheels.h"
+#include "tests/unit/check/test_wheels.h"
 
-namespace whfs::publish {
+namespace whfs::check {
 namespace {
 
 using whfs::test::FatEntrySpec;
@@ -360,4 +360,4 @@ TEST(RunFit, Rules) {
 }
 
 }  // namespace
-}  // namespace whfs::publish
+}  // namespace whfs::check

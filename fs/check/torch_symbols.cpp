@@ -1,4 +1,4 @@
-#include "fs/publish/torch_symbols.h"
+#include "fs/check/torch_symbols.h"
 
 #include <cxxabi.h>
 #include <fcntl.h>
@@ -11,7 +11,7 @@
 #include <memory>
 #include <system_error>
 
-namespace whfs::publish {
+namespace whfs::check {
 namespace {
 
 constexpr std::size_t kMaxLibraries = 256;
@@ -127,4 +127,4 @@ Expected<TorchSymbols, std::string> TorchSymbols::load(const std::filesystem::pa
   return t;
 }
 
-}  // namespace whfs::publish
+}  // namespace whfs::check

@@ -15,7 +15,7 @@
 #include <string>
 #include <string_view>
 
-namespace whfs::publish {
+namespace whfs::check {
 
 struct VersionPair {
   int major = 0;
@@ -37,4 +37,4 @@ LocalBuild parse_local_build(std::string_view version);
 std::optional<std::string> local_version_conflict(std::string_view version, std::string_view torch,
                                                   std::string_view cuda);
 
-}  // namespace whfs::publish
+}  // namespace whfs::check

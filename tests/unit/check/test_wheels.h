@@ -12,7 +12,7 @@
 #include "fs/common/hash.h"
 #include "tests/support/zip_writer.h"
 
-namespace whfs::publish::test {
+namespace whfs::check::test {
 
 using whfs::test::make_zip;
 using whfs::test::Member;
@@ -62,4 +62,4 @@ inline std::filesystem::path write_wheel(const std::filesystem::path& dir, const
   return path;
 }
 
-}  // namespace whfs::publish::test
+}  // namespace whfs::check::test

@@ -1,9 +1,9 @@
 // What a local version label names, in the spellings builders use.
-#include "fs/publish/local_version.h"
+#include "fs/check/local_version.h"
 
 #include <gtest/gtest.h>
 
-namespace whfs::publish {
+namespace whfs::check {
 namespace {
 
 std::string named(std::string_view version) {
@@ -58,4 +58,4 @@ TEST(LocalVersion, ConflictsNameTheBuildAndTheTarget) {
 }
 
 }  // namespace
-}  // namespace whfs::publish
+}  // namespace whfs::check
