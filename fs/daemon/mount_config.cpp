@@ -14,14 +14,14 @@ namespace whfs {
 hub::HubClientConfig hub_config(const MountOptions& o, const std::string& endpoint,
                                 const hub::RepoRef& repo) {
   hub::HubClientConfig hc;
-  hc.endpoint = endpoint;
+  hc.transport.endpoint = endpoint;
+  hc.transport.token_file = o.token_file;
+  hc.transport.allow_insecure_token = o.insecure_token;
+  hc.transport.http.proxy = o.proxy;
+  hc.transport.http.max_handles = o.connections + o.api_requests + 4;
+  hc.transport.http.low_speed_time = o.stall_timeout;
   hc.repo = repo;
-  hc.token_file = o.token_file;
-  hc.allow_insecure_token = o.insecure_token;
-  hc.proxy = o.proxy;
-  hc.http.max_handles = o.connections + o.api_requests + 4;
   hc.max_api_requests = o.api_requests;
-  hc.http.low_speed_time = o.stall_timeout;
   return hc;
 }
 

@@ -1,12 +1,10 @@
-// Repository ids, the endpoint and the user agent: what a Hub client is configured with; and
-// HubClient's default stream_range.
+// Repository ids and the endpoint: what a Hub client is configured with; and HubClient's
+// default stream_range.
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <memory>
 
-#include "fs/common/version.h"
-#include "fs/hub/http.h"
 #include "fs/hub/hub_client.h"
 
 namespace whfs::hub {
@@ -51,15 +49,6 @@ std::string resolve_endpoint(std::string_view option) {
   }
   while (!e.empty() && e.back() == '/') e.pop_back();
   return e;
-}
-
-std::string default_user_agent() {
-  std::string ua =
-      std::string("wheelhouse-fs/") + kVersion + "; libcurl/" + HttpTransport::curl_version();
-  if (const char* origin = std::getenv("HF_HUB_USER_AGENT_ORIGIN"); origin && *origin) {
-    ua += std::string("; origin/") + origin;
-  }
-  return ua;
 }
 
 Expected<void, HubError> HubClient::stream_range(const FileRef& file, std::uint64_t offset,

@@ -14,7 +14,6 @@
 // with 412, never commit twice.
 
 #include <cstdint>
-#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,7 +22,6 @@
 #include "fs/common/expected.h"
 #include "fs/hub/http.h"
 #include "fs/hub/hub_client.h"
-#include "fs/hub/retry.h"
 #include "fs/hub/transport.h"
 #include "fs/publish/publish_error.h"
 #include "fs/publish/write_api.h"
@@ -31,11 +29,10 @@
 namespace whfs::publish {
 
 struct WriterConfig {
-  std::string endpoint;  // without a trailing "/" (hub::resolve_endpoint)
+  // transport.allow_insecure_token is not used: a write token never crosses a network in
+  // clear text.
+  hub::TransportConfig transport;
   hub::RepoRef repo;
-  std::filesystem::path token_file;  // empty: HF_TOKEN, HF_TOKEN_PATH, $HF_HOME/token
-  hub::RetryPolicy retry;
-  hub::HttpConfig http;                   // user_agent filled in when empty
   std::chrono::seconds api_timeout{600};  // one API call, retries included
 };
 

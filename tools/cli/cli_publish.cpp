@@ -62,19 +62,19 @@ Expected<publish::WriterConfig, Failure> writer_config(const PublishOptions& o,
   auto ref = hub::parse_repo_ref(repo);
   if (!ref) return unexpected(Failure{kUsage, ref.error()});
   publish::WriterConfig c;
-  c.endpoint = hub::resolve_endpoint(o.endpoint);
+  c.transport.endpoint = hub::resolve_endpoint(o.endpoint);
+  c.transport.token_file = o.token_file;
+  c.transport.http.low_speed_time = std::chrono::seconds(o.stall_timeout);
   c.repo = *ref;
-  c.token_file = o.token_file;
-  c.http.low_speed_time = std::chrono::seconds(o.stall_timeout);
   return c;
 }
 
+// The client that reads what the Hub holds before the writer sends anything: the same
+// transport settings.
 hub::HubClientConfig reader_config(const publish::WriterConfig& w) {
   hub::HubClientConfig c;
-  c.endpoint = w.endpoint;
+  c.transport = w.transport;
   c.repo = w.repo;
-  c.token_file = w.token_file;
-  c.http.low_speed_time = w.http.low_speed_time;
   return c;
 }
 

@@ -37,10 +37,10 @@ class PublisherTest : public ::testing::Test {
                                             const std::string& branch = "main") {
     const WriterConfig wc = emu_->config("hf_w", repo);
     hub::HubClientConfig rc;
-    rc.endpoint = wc.endpoint;
+    rc.transport.endpoint = wc.transport.endpoint;
+    rc.transport.token_file = wc.transport.token_file;
+    rc.transport.retry = wc.transport.retry;
     rc.repo = wc.repo;
-    rc.token_file = wc.token_file;
-    rc.retry = wc.retry;
     auto reader = hub::make_hub_client(rc);
     HubWriter writer(wc);
     Publisher p(*reader, writer);
