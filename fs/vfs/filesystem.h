@@ -76,8 +76,9 @@ struct FsStats {
 };
 
 struct FilesystemConfig {
-  // A read fails once the downloads it needs made no progress for this long.
-  std::chrono::seconds read_timeout{30};
+  // A read fails once the downloads it needs made no progress for this long (the mount's
+  // read_timeout).
+  std::chrono::seconds read_timeout{};
   std::string repo;
   std::string revision;
   std::uint64_t cache_cap = 0;

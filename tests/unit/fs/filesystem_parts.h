@@ -19,7 +19,13 @@ struct FilesystemParts {
   hub::OfflineHub hub_;
   cache::AccessScope scope_{std::string(cache::kPublicAudience)};
   reader::Reader reader_{cache_, hub_, scope_, reader::ReaderConfig{}};
-  Filesystem fs_{names_, reader_, FilesystemConfig{}};
+  Filesystem fs_{names_, reader_, config()};
+
+  static FilesystemConfig config() {
+    FilesystemConfig c;
+    c.read_timeout = std::chrono::seconds(30);
+    return c;
+  }
 };
 
 }  // namespace whfs::testing
