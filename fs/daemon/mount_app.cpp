@@ -125,14 +125,13 @@ class MountApp {
 
     // A listing decides which bytes are right: one that another user could have written (a
     // group-shared or read-only cache, a tier, one that was shared once) is re-listed from the
-    // Hub (issue 21), and a content it records as verified is hashed again by this process
-    // before it is served. A cache only this user can have written is taken at its word: the
-    // re-hash would protect nothing this user could not change anyway (issue 28).
+    // Hub, and a content it records as verified is hashed again by this process before it is
+    // served. A cache only this user can have written is taken at its word: the re-hash would
+    // protect nothing this user could not change anyway.
     const bool own_listings = cache_trust(o_, *cache_).trusted;
     // A folder's whole subtree in one paginated listing of up to 250 pages (250k entries, the
     // client's limit on what one listing may make it hold): a 100k-entry repository is 113
-    // requests instead of 4000 folder listings one after another (and the first 100 pages,
-    // thrown away before, when the limit was 100).
+    // requests instead of 4000 folder listings one after another.
     listings_ = std::make_unique<CachedListingSource>(*hub_, *cache_, *scope_, endpoint, key_.repo,
                                                       60s, kSubtreePages, own_listings);
     auto rc = reader_config(o_);
@@ -190,7 +189,7 @@ class MountApp {
     auto m = fuse::FuseMount::mount(*fs_, fuse_config(o_, key_.repo));
     if (!m) return unexpected(m.error());
     fuse_ = std::move(m).value();
-    // No path a caller names is followed back into this mount (issue 21): a request thread
+    // No path a caller names is followed back into this mount: a request thread
     // would wait for the very entry it is answering.
     if (const auto dev = fuse_->device()) {
       callers_->refuse_device(*dev);

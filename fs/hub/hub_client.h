@@ -1,9 +1,10 @@
 #pragma once
 // The Hub as the rest of wheelhouse-fs sees it: resolve a revision to a commit, list folders at
-// that commit, read byte ranges of a file at that commit. The interface lets tests inject
-// faults by subclassing; CurlHubClient is the real one. It speaks HTTP through HubTransport
-// (transport.h), the one Hub transport, which `wheelhouse publish` (publish::HubWriter) uses
-// too: the token's reach, redirects, retries and timeouts are decided there for both.
+// that commit, read byte ranges of a file at that commit. CurlHubClient (make_hub_client) asks
+// the Hub, OfflineHub (offline_hub.h) answers an offline mount without a request, and tests
+// subclass it to inject faults. CurlHubClient speaks HTTP through HubTransport (transport.h),
+// the one Hub transport, which `wheelhouse publish` (publish::HubWriter) uses too: the token's
+// reach, redirects, retries and timeouts are decided there for both.
 
 #include <algorithm>
 #include <atomic>

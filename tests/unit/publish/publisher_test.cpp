@@ -77,7 +77,7 @@ TEST_F(PublisherTest, PublishedOnceThenNothingToDo) {
 
 // What is sent is the file that was checked: a wheel replaced at its path after the check is
 // not read by name (the checked file is sent), and one written into after the check is
-// refused before anything is committed (issue 21).
+// refused before anything is committed.
 TEST_F(PublisherTest, TheCheckedCopyIsTheOneSent) {
   PublishItem swapped = item("4.0", "checked");
   const auto path = swapped.wheel.local;
