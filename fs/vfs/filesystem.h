@@ -29,7 +29,7 @@ struct Caller {
   gid_t gid = 0;
 };
 
-// Answers for what depends on who asks (ns::Node::per_caller): where `current` leads and what a
+// Answers for what depends on who asks (ns::Node::per_caller()): where `current` leads and what a
 // .target report says to the process that reads it.
 class CallerViews {
  public:
