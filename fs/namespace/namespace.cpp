@@ -66,7 +66,7 @@ std::uint64_t Node::size() const {
   return 0;
 }
 
-Namespace::Namespace(ListingSource& source, std::string commit, std::int64_t mtime)
+Namespace::Namespace(ListingSource& source, const std::string& commit, std::int64_t mtime)
     : source_(source), tree_{commit, mtime, root_at(commit)}, inodes_(tree_.root) {}
 
 void Namespace::set_synthetic_root(SyntheticRoot* synth) { synth_ = synth; }

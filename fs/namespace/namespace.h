@@ -162,7 +162,7 @@ class SyntheticRoot {
 
 class Namespace {
  public:
-  Namespace(ListingSource& source, std::string commit, std::int64_t mtime);
+  Namespace(ListingSource& source, const std::string& commit, std::int64_t mtime);
 
   // By value: a refresh may replace the tree (and free its commit string) at any moment.
   std::string commit() const;
