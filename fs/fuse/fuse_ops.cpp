@@ -162,7 +162,7 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi,
                     bool plus) {
   auto* h = reinterpret_cast<DirHandle*>(fi->fh);
-  // Not value-initialised: the kernel asks for up to 128 KiB per call, and zeroing it cost
+  // Not value-initialised: the kernel asks for up to 128 KiB per call, and zeroing it costs
   // more than filling it (a tenth of the daemon's CPU in a cold `ls -R` of 100k entries).
   const std::unique_ptr<char[]> buf(new char[size]);
   std::vector<fuse_ino_t> counted;  // readdirplus: entries the kernel will hold a reference to

@@ -1,6 +1,7 @@
 #pragma once
 // The names the mount shows: a pinned remote tree, listed lazily one folder at a time, plus
-// synthetic entries (current and targets/, see targets_view.h), behind an inode table.
+// synthetic entries (current and targets/, see targets_view.h), behind an inode table
+// (inode_table.h).
 //
 // Inode identity is (path, content): a file whose content is the same at a new commit keeps
 // its inode and its kernel page cache; a changed file gets a new inode, so a process that
@@ -156,7 +157,7 @@ class SyntheticRoot {
  public:
   virtual ~SyntheticRoot() = default;
   // Nodes to show in the root of the tree at `commit`. Synthetic folders fill themselves
-  // through Node::generate when first listed.
+  // through Node::SyntheticDir::generate when first listed.
   virtual std::vector<std::shared_ptr<Node>> root_entries(const std::string& commit) = 0;
 };
 

@@ -133,7 +133,7 @@ class Filesystem {
   CallerViews* callers_ = nullptr;
 };
 
-// The content a remote file node reads (a current/ entry reads its alias).
+// The content a remote file node reads (a wheel of a target folder reads its alias's).
 std::optional<reader::FileContent> content_of(const ns::Node& node);
 
 }  // namespace whfs

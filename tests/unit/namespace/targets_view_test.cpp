@@ -227,7 +227,7 @@ TEST_F(TargetsViewTest, TheNumberOfFoldersIsBounded) {
 }
 
 // One user's made-up keys spend its own share only; the folders the kernel let go of make room
-// again; where current/ leads is never refused (issue 21).
+// again; where current/ leads is never refused.
 TEST_F(TargetsViewTest, OneUserCannotSpendTheFoldersOfAll) {
   TargetsView view(src_, kHost, nullptr, 6, 2);
   view.set_current_keys([](const std::string& key) { return key == "sm80-torch2.9-cu128-cp311"; });
