@@ -43,17 +43,17 @@ std::string seconds_text(std::chrono::milliseconds d) {
   return buf;
 }
 
-// A process's cached answer: valid for that process only (not a later one with its pid).
-struct ProcessAnswer {
-  ProcessIdentity identity;
-  std::shared_ptr<const Resolution> resolution;
-};
-
 }  // namespace
 
 // Everything the reading threads need: they hold it, so a reading stuck on a hung filesystem
 // outlives neither its data nor the mount's shutdown (it is left behind, not waited for).
 struct CallerTargets::Core {
+  // A process's cached answer: valid for that process only (not a later one with its pid).
+  struct ProcessAnswer {
+    ProcessIdentity identity;
+    std::shared_ptr<const Resolution> resolution;
+  };
+
   Core(CallerTargetsConfig c, GpuReport g, HostPlatform h)
       : config(std::move(c)),
         host(std::move(h)),
@@ -95,7 +95,8 @@ const HostPlatform& CallerTargets::host() const { return core_->host; }
 bool CallerTargets::leads_to(const std::string& key) const {
   std::lock_guard lock(core_->mu);
   if (core_->fixed && core_->fixed->key == key) return true;
-  return core_->processes.any_of([&](const ProcessAnswer& a) { return a.resolution->key == key; });
+  return core_->processes.any_of(
+      [&](const Core::ProcessAnswer& a) { return a.resolution->key == key; });
 }
 
 GpuReport CallerTargets::gpus() const {
@@ -190,7 +191,7 @@ std::shared_ptr<const Resolution> CallerTargets::resolve(pid_t pid, std::optiona
     std::lock_guard lock(core->mu);
     if (r->key == kUnresolved) ++core->stats.unresolved;
     if (identity && generation == core->generation) {
-      core->processes.put(pid, uid, ProcessAnswer{*identity, r}, Clock::now());
+      core->processes.put(pid, uid, Core::ProcessAnswer{*identity, r}, Clock::now());
     }
   };
   return c.answer(pid, uid, c.readings.get(pid, identity, uid, wait, read, done));
