@@ -29,7 +29,7 @@ struct Caller {
   gid_t gid = 0;
 };
 
-// Answers for what depends on who asks (ns::Node::per_caller): where `current` leads and what a
+// Answers for what depends on who asks (ns::Node::per_caller()): where `current` leads and what a
 // .target report says to the process that reads it.
 class CallerViews {
  public:
@@ -134,7 +134,7 @@ class Filesystem {
   CallerViews* callers_ = nullptr;
 };
 
-// The content a remote file node reads (a current/ entry reads its alias).
+// The content a remote file node reads (a wheel of a target folder reads its alias's).
 std::optional<reader::FileContent> content_of(const ns::Node& node);
 
 }  // namespace whfs
