@@ -10,10 +10,12 @@ The run's own, by these marks:
   the checkout, a whfs- temporary folder, or the emulator (fakehub);
 - users and groups: any new one (nothing else on a CI machine makes users during a run);
 - podman: new containers, and new images named localhost/whfs-*;
+- cgroups: new ones named wheelhouse* or whfs* at the top of a hierarchy (the CSI plugin's);
 - temporary folders: new entries of /tmp and /var/tmp named whfs-*, fakehub-*, fidelity-*,
   gen_wheelhouse_*, or tmp* folders holding a whfs mount's files; new files of
   /run/wheelhouse-fs (a daemon's state for the next one on its mount point).
 """
+import glob
 import json
 import os
 import shutil
@@ -119,6 +121,17 @@ def ours_temp(path):
     return False
 
 
+def cgroups():
+    """Cgroups of the node that the CSI plugin makes for its daemons (wheelhouse-fs*, whfs*),
+    in every hierarchy."""
+    out = set()
+    for top in glob.glob("/sys/fs/cgroup/*/") + ["/sys/fs/cgroup/"]:
+        for d in glob.glob(os.path.join(top, "wheelhouse*")) + glob.glob(os.path.join(top, "whfs*")):
+            if os.path.isdir(d):
+                out.add(d)
+    return out
+
+
 def snapshot():
     return {
         "mounts": sorted(mounts()),
@@ -128,6 +141,7 @@ def snapshot():
         "containers": sorted(podman("ps", "-a", "--format", "{{.ID}} {{.Names}} {{.Image}}")),
         "images": sorted(podman("images", "--format", "{{.Repository}}:{{.Tag}}")),
         "temps": sorted(temps()),
+        "cgroups": sorted(cgroups()),
     }
 
 
@@ -151,6 +165,8 @@ def check(before):
                     set(before["images"])):
         if i.startswith("localhost/whfs"):
             found.append(f"image     {i}")
+    for c in sorted(cgroups() - set(before.get("cgroups", []))):
+        found.append(f"cgroup    {c}")
     for t in sorted(temps() - set(before["temps"])):
         if ours_temp(t):
             found.append(f"temp      {t}")

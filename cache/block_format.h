@@ -9,7 +9,10 @@
 #include <span>
 #include <string>
 
-#include "cache/lmdb_block_cache.h"
+#include "cache/block_store.h"
+#include "cache/cache_error.h"
+#include "cache/lmdb.h"
+#include "cache/records.h"
 
 namespace whfs::cache {
 

@@ -11,6 +11,8 @@
 // NullCache: no cache at all (its directory is held by a stopped process, say): every read
 // misses and nothing is kept, so the mount serves what it verifies in memory.
 
+#include <unistd.h>
+
 #include <memory>
 
 #include "cache/block_cache.h"
@@ -70,8 +72,11 @@ class TieredCache final : public MetadataTiers {
 
 class NullCache final : public BlockCache {
  public:
-  // `why` is the reason every write gives (kBusy).
-  NullCache(std::filesystem::path dir, std::string why, std::uint32_t block_size = 32744)
+  // `why` is the reason every write gives (kBusy). Its blocks are a new cache's on this
+  // machine unless `block_size` says otherwise.
+  NullCache(std::filesystem::path dir, std::string why,
+            std::uint32_t block_size = BlockGeometry::payload_for_pages(
+                Options{}.block_pages, static_cast<std::uint32_t>(::sysconf(_SC_PAGESIZE))))
       : dir_(std::move(dir)), why_(std::move(why)), block_size_(block_size) {}
 
   std::uint32_t block_size() const override { return block_size_; }

@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
 # One entry point for developers and CI (run as root, or with sudo, on Debian 12):
-#   tools/dev.sh build                 set up, build (build/)
+#   tools/dev.sh build                 set up, build the programs and man pages (build/), no tests
+#   tools/dev.sh package               build, and make the .deb (build/wheelhouse-fs_*.deb)
+#   tools/dev.sh try [ARCH TORCH CUDA] build the programs, then mount a generated wheelhouse
+#                                      from the Hub emulator (no network, no GPU needed) on
+#                                      /tmp/wheelhouse-try/mnt and leave it up;
+#   tools/dev.sh try stop              unmount it and stop the emulator
 #   tools/dev.sh test [CTEST ARGS]     set up, build, run every test (ctest): label by label,
 #                                      each with its seconds (a table at the end), unless
 #                                      CTEST ARGS select tests
@@ -14,8 +19,6 @@
 #                                      build with sanitizers and run the unit tests: ASan+UBSan
 #                                      in build-asan/ (clang, shared with fuzz), TSan in
 #                                      build-thread/ (the tests tests/CMakeLists.txt names)
-#   tools/dev.sh demo [ARCH TORCH CUDA] set up, build, and show the product end to end on a
-#                                      generated wheelhouse (no network, no GPU needed)
 #   tools/dev.sh fuzz [SECONDS]        build the libFuzzer targets (clang) in build-asan/ and run
 #                                      each for SECONDS (default 60) from tests/fuzz/corpus/
 set -euo pipefail
@@ -28,6 +31,12 @@ configure_and_build() {  # build_dir [cmake args...]
   shift
   cmake -S "$src" -B "$dir" -G Ninja "$@" >/dev/null
   cmake --build "$dir" -j "$jobs"
+}
+
+# The programs and their man pages, without the tests and benchmarks.
+build_programs() {
+  cmake -S "$src" -B build -G Ninja >/dev/null
+  cmake --build build -j "$jobs" --target wheelhousefs wheelhouse wheelhouse-hint wheelhouse-csi man
 }
 
 # Seconds per step, printed as a table at the end (and appended to $WHFS_STAGES_FILE for
@@ -69,7 +78,20 @@ shift || true
 case $cmd in
   build)
     tools/dev/setup.sh
-    configure_and_build build
+    build_programs
+    ;;
+  package)
+    tools/dev/setup.sh --package
+    build_programs
+    (cd build && cpack -G DEB >/dev/null)
+    ls build/wheelhouse-fs_*.deb
+    ;;
+  try)
+    if [[ ${1:-} != stop ]]; then
+      tools/dev/setup.sh --try
+      build_programs
+    fi
+    exec tools/dev/try.sh "$@"
     ;;
   test)
     trap print_steps EXIT
@@ -189,16 +211,11 @@ case $cmd in
     [[ -z ${WHFS_STAGES_FILE:-} ]] || echo "${steps[-1]}" >>"$WHFS_STAGES_FILE"
     ((failed == 0)) || exit 1
     ;;
-  demo)
-    tools/dev/setup.sh --demo
-    configure_and_build build
-    exec tools/dev/demo.sh "$@"
-    ;;
   mount)
     repo=${1:-DoctorPopi/python_wheelhouse}
     dir=${2:-/mnt/wheelhouse}
     tools/dev/setup.sh
-    configure_and_build build
+    build_programs
     if [[ ! -x build/fs/wheelhousefs ]]; then
       echo "dev.sh: build/fs/wheelhousefs is missing after the build (see its output above)" >&2
       exit 2
@@ -207,7 +224,7 @@ case $cmd in
     exec build/fs/wheelhousefs "$repo" "$dir"
     ;;
   *)
-    echo "usage: tools/dev.sh build|test|demo|mount [REPO] [DIR]|sanitize address|thread|fuzz [SECONDS]|soak-tests N|clean-images" >&2
+    echo "usage: tools/dev.sh build|package|test|try [stop]|mount [REPO] [DIR]|sanitize address|thread|fuzz [SECONDS]|soak-tests N|clean-images" >&2
     exit 2
     ;;
 esac

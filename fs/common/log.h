@@ -20,7 +20,7 @@ namespace whfs {
 inline constexpr std::uint64_t kLogRotateAt = 10 << 20;
 inline constexpr int kLogsKept = 3;
 
-// The name of the `n`th old log: wheelhousefs.log -> wheelhousefs.1.log (as spdlog named them),
+// The name of the `n`th old log: wheelhousefs.log -> wheelhousefs.1.log (spdlog's naming),
 // wh -> wh.1.
 std::string rotated_name(const std::string& name, int n);
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "fs/common/units.h"
@@ -14,6 +15,19 @@
 
 namespace whfs {
 namespace {
+
+// A default as the usage writes it: "30s".
+std::string seconds_text(std::chrono::seconds s) { return std::to_string(s.count()) + "s"; }
+
+// A default size as the usage writes it: "20G", "64M", else in bytes.
+std::string size_text(std::uint64_t bytes) {
+  for (const auto& [shift, unit] : {std::pair{30, "G"}, std::pair{20, "M"}, std::pair{10, "K"}}) {
+    if (bytes != 0 && bytes % (std::uint64_t{1} << shift) == 0) {
+      return std::to_string(bytes >> shift) + unit;
+    }
+  }
+  return std::to_string(bytes);
+}
 
 // User input echoed in an error message, with control characters escaped so that the message
 // stays one line.
@@ -378,21 +392,21 @@ Expected<MountOptions, std::string> parse_mount_args(const std::vector<std::stri
 }
 
 std::string mount_usage(const std::string& program) {
-  return "Usage: " + program + R"( [-f] [-d] [-o opt[,opt...]] [REPO] MOUNTPOINT
+  std::string text = "Usage: " + program + R"( [-f] [-d] [-o opt[,opt...]] [REPO] MOUNTPOINT
 
 Mounts a Hugging Face Hub dataset of prebuilt wheels (REPO, default
-DoctorPopi/python_wheelhouse) read-only on MOUNTPOINT, fetching files lazily into a
+{repo}) read-only on MOUNTPOINT, fetching files lazily into a
 local block cache. current/ shows the wheels that run for the process that looks: its
 Python, its torch and CUDA, the GPUs it may use; targets/KEY/ those of any target.
 
   -f                  stay in the foreground (logs to stderr)
   -d                  foreground with debug logs and libfuse's request trace
-  -o revision=REV     branch, tag, commit or refs/pr/N to mount (default main)
+  -o revision=REV     branch, tag, commit or refs/pr/N to mount (default {revision})
   -o endpoint=URL     Hub URL (default $HF_ENDPOINT, else https://huggingface.co)
   -o token_file=PATH  token file (default $HF_TOKEN, $HF_TOKEN_PATH, $HF_HOME/token)
   -o cache_dir=DIR    block cache (default $XDG_CACHE_HOME/wheelhouse-fs, or
                       /var/cache/wheelhouse-fs for root)
-  -o cache_size=SIZE  cap on the cache, e.g. 20G (default 20G)
+  -o cache_size=SIZE  cap on the cache, e.g. 20G (default {cache_size})
   -o cache_group=GROUP share the cache with this group (directory 3770, files 0660);
                       without it the cache is private (0700/0600) and a directory that
                       others own or can write is refused
@@ -405,14 +419,14 @@ Python, its torch and CUDA, the GPUs it may use; targets/KEY/ those of any targe
   -o offline          no network: serve only what the cache holds ($HF_HUB_OFFLINE)
   -o refresh=DURATION look for a new commit this often, e.g. 10m (default: on SIGHUP only)
   -o proxy=URL        HTTP(S) proxy (default: $HTTPS_PROXY / $https_proxy, $NO_PROXY)
-  -o log_level=LEVEL  trace, debug, info, warn, error (default info)
+  -o log_level=LEVEL  trace, debug, info, warn, error (default {log_level})
   -o read_timeout=D   a read whose downloads make no progress for D fails with EIO
-                      (default 30s)
+                      (default {read_timeout})
   -o stall_timeout=D  a connection with no progress for D is dropped and its range asked
-                      again on a fresh one (default 5s)
+                      again on a fresh one (default {stall_timeout})
   -o caller_timeout=D current/ waits at most D for a process's Python files to be read (a
                       slow or hung filesystem in its paths), then answers targets/unresolved
-                      while the reading goes on (default 2s)
+                      while the reading goes on (default {caller_timeout})
   -o streaming        serve bytes as they arrive instead of once the whole file matched its
                       hash: the first read of a large file returns sooner, but a corrupt
                       download is only found at its end, after some of its bytes may have
@@ -425,7 +439,7 @@ Python, its torch and CUDA, the GPUs it may use; targets/KEY/ those of any targe
                       exists, else /var/log/wheelhousefs.log for root or
                       ~/.local/state/wheelhouse-fs/wheelhousefs.log); created 0600, in a
                       folder only this user or root can write (or a sticky one, like /tmp),
-                      never through a link; rotated at 10M, 3 kept ($WHEELHOUSE_LOG_SIZE)
+                      never through a link; rotated at {log_size}, 3 kept ($WHEELHOUSE_LOG_SIZE)
   -o metrics=[HOST:]PORT
                       serve Prometheus metrics at http://HOST:PORT/metrics (HOST defaults
                       to 127.0.0.1; another address only when named, e.g. 0.0.0.0:9101)
@@ -443,10 +457,10 @@ Python, its torch and CUDA, the GPUs it may use; targets/KEY/ those of any targe
                       mounted; by default such a folder is refused)
   -o dumpable         allow core dumps of the daemon (off by default: a dump would hold
                       the token); for debugging
-  -o readahead=SIZE   bytes fetched ahead of sequential readers (default 64M)
-  -o connections=N    parallel ranged GETs (default 16)
+  -o readahead=SIZE   bytes fetched ahead of sequential readers (default {readahead})
+  -o connections=N    parallel ranged GETs (default {connections})
   -o api_requests=N   Hub API requests (listings, revisions) on the wire at once, at most
-                      (default 4; the Hub's rate limits count them per user)
+                      (default {api_requests}; the Hub's rate limits count them per user)
   -o nocurrent        no current or targets/ (just the dataset's tree)
   -o current=MODE     caller (default): current/ follows each process (the Python it runs or
                       would run, its venv or conda env, its CUDA_VISIBLE_DEVICES); mount: one
@@ -472,6 +486,26 @@ Exit status:
   2  usage: a bad option or value, or a mount point that does not exist, is not a
      folder, is not empty (see nonempty) or already has a mount on it
 )";
+  // The defaults as options.h has them: written once.
+  const MountOptions d;
+  const std::pair<std::string_view, std::string> defaults[] = {
+      {"{repo}", d.repo},
+      {"{revision}", d.revision},
+      {"{cache_size}", size_text(d.cache_size)},
+      {"{log_level}", d.log_level},
+      {"{read_timeout}", seconds_text(d.read_timeout)},
+      {"{stall_timeout}", seconds_text(d.stall_timeout)},
+      {"{caller_timeout}", seconds_text(d.caller_timeout)},
+      {"{log_size}", size_text(d.log_size)},
+      {"{readahead}", size_text(d.readahead)},
+      {"{connections}", std::to_string(d.connections)},
+      {"{api_requests}", std::to_string(d.api_requests)},
+  };
+  for (const auto& [key, value] : defaults) {
+    const auto at = text.find(key);
+    if (at != std::string::npos) text.replace(at, key.size(), value);
+  }
+  return text;
 }
 
 }  // namespace whfs

@@ -42,7 +42,7 @@ nlohmann::json fetch_stats_json(const reader::FetcherStats& f) {
           {"shared_waits", f.shared_waits}, {"takeovers", f.takeovers}};
 }
 
-nlohmann::json wheel_metadata_json(const wheel::WheelMetadataStats& m) {
+nlohmann::json wheel_metadata_json(const index::WheelMetadataStats& m) {
   return {{"extracted", m.extracted},
           {"from_cache", m.from_store},
           {"verified", m.verified},

@@ -264,9 +264,10 @@ int main(int argc, char** argv) {
   mallopt(M_ARENA_MAX, 4);
   mallopt(M_MMAP_THRESHOLD, 512 << 10);
   // Every block put allocates LMDB's dirty pages (32 KiB each) and frees them at the commit;
-  // with glibc's 128 KiB trim threshold the freed top of the heap went back to the kernel each
-  // time and came back as fresh zeroed pages in the next put: page faults were a fifth of the
-  // daemon's CPU on a cold read (issue 28). Up to 16 MiB of free heap is kept per arena.
+  // with glibc's default 128 KiB trim threshold the freed top of the heap goes back to the
+  // kernel each time and comes back as fresh zeroed pages in the next put (page faults then
+  // take a fifth of the daemon's CPU on a cold read). Up to 16 MiB of free heap is kept per
+  // arena.
   mallopt(M_TRIM_THRESHOLD, 16 << 20);
   install_crash_handlers();
   std::vector<std::string> args(argv + 1, argv + argc);

@@ -23,6 +23,8 @@
 #include "fs/hub/hub_client.h"
 #include "fs/hub/offline_hub.h"
 #include "fs/hub/token.h"
+#include "fs/index/index_metadata.h"
+#include "fs/index/metadata_service.h"
 #include "fs/metrics/metrics.h"
 #include "fs/namespace/namespace.h"
 #include "fs/namespace/targets_view.h"
@@ -33,8 +35,6 @@
 #include "fs/vfs/caller_views.h"
 #include "fs/vfs/filesystem.h"
 #include "fs/vfs/listing_source.h"
-#include "fs/wheel/index_metadata.h"
-#include "fs/wheel/wheel_metadata.h"
 
 namespace whfs {
 namespace {
@@ -144,9 +144,9 @@ class MountApp {
       if (auto k = keep_hints(); !k) return unexpected(k.error());
     }
     views_ = std::make_unique<TargetCallerViews>(*callers_);
-    wheel_meta_ = std::make_unique<wheel::WheelMetadataService>(
+    wheel_meta_ = std::make_unique<index::WheelMetadataService>(
         *reader_, *cache_, *scope_, o_.read_timeout, gate_->believes_records());
-    index_meta_ = std::make_unique<wheel::WheelIndexMetadata>(*wheel_meta_);
+    index_meta_ = std::make_unique<index::WheelIndexMetadata>(*wheel_meta_);
     targets_ = std::make_unique<ns::TargetsView>(*listings_, callers_->host(), index_meta_.get());
     targets_->set_current_keys(
         [callers = callers_.get()](const std::string& key) { return callers->leads_to(key); });
@@ -185,7 +185,7 @@ class MountApp {
     auto m = fuse::FuseMount::mount(*fs_, fuse_config(o_, key_.repo));
     if (!m) return unexpected(m.error());
     fuse_ = std::move(m).value();
-    // No path a caller names is followed back into this mount (issue 21): a request thread
+    // No path a caller names is followed back into this mount: a request thread
     // would wait for the very entry it is answering.
     if (const auto dev = fuse_->device()) {
       callers_->refuse_device(*dev);
@@ -264,8 +264,8 @@ class MountApp {
   std::unique_ptr<reader::Reader> reader_;
   std::unique_ptr<target::CallerTargets> callers_;
   std::unique_ptr<TargetCallerViews> views_;
-  std::unique_ptr<wheel::WheelMetadataService> wheel_meta_;
-  std::unique_ptr<wheel::WheelIndexMetadata> index_meta_;
+  std::unique_ptr<index::WheelMetadataService> wheel_meta_;
+  std::unique_ptr<index::WheelIndexMetadata> index_meta_;
   std::unique_ptr<ns::TargetsView> targets_;
   std::unique_ptr<ns::Namespace> names_;
   std::unique_ptr<Filesystem> fs_;

@@ -7,21 +7,34 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "cache/records.h"
 #include "cache/tiered_cache.h"
 
 namespace whfs {
+namespace {
+
+// The block_pages that give blocks of `block_size` bytes on this machine's pages (LMDB's page
+// is the system's); when none does exactly, the tiers' block sizes differ and
+// open_mount_cache refuses them.
+std::uint32_t pages_for_block(std::uint32_t block_size) {
+  const auto page = static_cast<std::uint32_t>(::sysconf(_SC_PAGESIZE));
+  const std::uint64_t overhead = page - cache::BlockGeometry::payload_for_pages(1, page);
+  return static_cast<std::uint32_t>((block_size + overhead + page - 1) / page);
+}
+
+}  // namespace
 
 hub::HubClientConfig hub_config(const MountOptions& o, const std::string& endpoint,
                                 const hub::RepoRef& repo) {
   hub::HubClientConfig hc;
-  hc.endpoint = endpoint;
+  hc.transport.endpoint = endpoint;
+  hc.transport.token_file = o.token_file;
+  hc.transport.allow_insecure_token = o.insecure_token;
+  hc.transport.http.proxy = o.proxy;
+  hc.transport.http.max_handles = o.connections + o.api_requests + 4;
+  hc.transport.http.low_speed_time = o.stall_timeout;
   hc.repo = repo;
-  hc.token_file = o.token_file;
-  hc.allow_insecure_token = o.insecure_token;
-  hc.proxy = o.proxy;
-  hc.http.max_handles = o.connections + o.api_requests + 4;
   hc.max_api_requests = o.api_requests;
-  hc.http.low_speed_time = o.stall_timeout;
   return hc;
 }
 
@@ -106,7 +119,7 @@ Expected<std::unique_ptr<cache::BlockCache>, std::string> open_mount_cache(const
   cache::Options uo = co;
   uo.dir = o.cache_upper;
   uo.read_only = false;
-  uo.block_pages = static_cast<std::uint32_t>(((*cache)->block_size() + 24 + 4095) / 4096);
+  uo.block_pages = pages_for_block((*cache)->block_size());
   auto upper = cache::BlockCache::open(uo);
   if (!upper) return unexpected("cache_upper " + o.cache_upper + ": " + upper.error().message);
   if ((*upper)->block_size() != (*cache)->block_size()) {

@@ -119,7 +119,7 @@ void Refresher::refresh() {
     const auto before = p_.callers.gpus();
     if (!gpus.found() && before.found() && o_.target.arch.empty()) {
       // A probe that fails (a driver being reloaded, a library replaced mid-update) does
-      // not take the GPUs away from every caller: the last good probe stays (issue 21).
+      // not take the GPUs away from every caller: the last good probe stays.
       spdlog::warn("refresh: the GPU probe failed ({}); keeping the GPUs found before: {}",
                    gpus.error, gpu_summary(o_, p_.callers));
       gpus = before;

@@ -11,11 +11,11 @@
 #include "fs/daemon/commit_at_mount.h"
 #include "fs/daemon/refresher.h"
 #include "fs/hub/hub_client.h"
+#include "fs/index/metadata_service.h"
 #include "fs/namespace/namespace.h"
 #include "fs/reader/read_stats.h"
 #include "fs/reader/serving_gate.h"
 #include "fs/targeting/caller_targets.h"
-#include "fs/wheel/wheel_metadata.h"
 
 namespace whfs {
 
@@ -29,7 +29,7 @@ struct StatusParts {
   const reader::ServingGate& gate;
   reader::ReadPathStats& reads;
   const target::CallerTargets& callers;
-  const wheel::WheelMetadataService& wheel_meta;
+  const index::WheelMetadataService& wheel_meta;
 };
 
 struct StatusFacts {

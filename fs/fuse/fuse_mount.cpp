@@ -16,10 +16,6 @@
 namespace whfs::fuse {
 namespace {
 
-// The kernel caps a FUSE mount's readahead at its backing device's read_ahead_kb (128 KiB by
-// default), whatever max_readahead says, so sequential reads reach the daemon as 128 KiB
-// requests. Raise it for this mount's device (found in mountinfo: a stat of the mount point
-// would wait for this very daemon). Needs root; without it the default stays.
 // The device ("major:minor") of the newest mount on `mountpoint`, from mountinfo (a stat of the
 // mount point would wait for this very daemon); "" when none.
 std::string mount_device(const std::string& mountpoint) {
@@ -39,6 +35,9 @@ std::string mount_device(const std::string& mountpoint) {
   return dev;
 }
 
+// The kernel caps a FUSE mount's readahead at its backing device's read_ahead_kb (128 KiB by
+// default), whatever max_readahead says, so sequential reads reach the daemon as 128 KiB
+// requests: raised for this mount's device. Needs root; without it the default stays.
 void raise_readahead(const std::string& dev, unsigned kb) {
   if (kb == 0 || dev.empty()) return;
   const std::string path = "/sys/class/bdi/" + dev + "/read_ahead_kb";

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <utility>
 
 #include "fs/fuse/errno_table.h"
 
@@ -61,19 +62,26 @@ fuse_entry_param entry_of(fuse_req_t req, const ns::Attr& a) {
 
 void reply_error(fuse_req_t req, const FsErr& e) { fuse_reply_err(req, to_errno(e.kind)); }
 
-// No exception may cross into libfuse's C frames: catch here, reply EIO, log once. (The
-// bodies reply last, so an exception always comes before their reply.)
-template <class F>
-void guarded(fuse_req_t req, const char* op, F&& body) {
+// No exception may cross into libfuse's C frames: one out of `body` is logged and handed to
+// `failed` as an EIO error.
+template <class F, class Failed>
+void catching(const char* op, F&& body, Failed&& failed) {
   try {
     body();
   } catch (const std::exception& ex) {
     spdlog::error("{}: internal error: {}", op, ex.what());
-    reply_error(req, FsErr{FsErrorKind::kIo, ex.what()});
+    failed(FsErr{FsErrorKind::kIo, ex.what()});
   } catch (...) {
     spdlog::error("{}: internal error", op);
-    reply_error(req, FsErr{FsErrorKind::kIo, "internal error"});
+    failed(FsErr{FsErrorKind::kIo, "internal error"});
   }
+}
+
+// An operation whose failure is replied as an error. (The bodies reply last, so an exception
+// always comes before their reply.)
+template <class F>
+void guarded(fuse_req_t req, const char* op, F&& body) {
+  catching(op, std::forward<F>(body), [req](const FsErr& e) { reply_error(req, e); });
 }
 
 // ---- operations: decode, call one Filesystem method, reply -----------------------------------
@@ -116,13 +124,7 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
 // FORGET has no reply to send an error with: a failure is logged, and the request answered.
 template <class F>
 void guarded_no_reply(fuse_req_t req, const char* op, F&& body) {
-  try {
-    body();
-  } catch (const std::exception& ex) {
-    spdlog::error("{}: internal error: {}", op, ex.what());
-  } catch (...) {
-    spdlog::error("{}: internal error", op);
-  }
+  catching(op, std::forward<F>(body), [](const FsErr&) {});
   fuse_reply_none(req);
 }
 
@@ -160,7 +162,7 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi,
                     bool plus) {
   auto* h = reinterpret_cast<DirHandle*>(fi->fh);
-  // Not value-initialised: the kernel asks for up to 128 KiB per call, and zeroing it cost
+  // Not value-initialised: the kernel asks for up to 128 KiB per call, and zeroing it costs
   // more than filling it (a tenth of the daemon's CPU in a cold `ls -R` of 100k entries).
   const std::unique_ptr<char[]> buf(new char[size]);
   std::vector<fuse_ino_t> counted;  // readdirplus: entries the kernel will hold a reference to
@@ -267,22 +269,21 @@ void op_read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info*
     detach();
     reply_error(req, e);
   };
-  try {
-    auto* h = reinterpret_cast<FileHandle*>(fi->fh);
-    auto r = fs_of(req).read(*h, static_cast<std::uint64_t>(off), size, &cancel,
-                             [&](std::span<const iovec> iov) {
-                               detach();
-                               replied = true;
-                               fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
-                             });
-    if (!r && !replied) fail(r.error());
-  } catch (const std::exception& ex) {
-    spdlog::error("read: internal error: {}", ex.what());
-    if (!replied) fail(FsErr{FsErrorKind::kIo, ex.what()});
-  } catch (...) {
-    spdlog::error("read: internal error");
-    if (!replied) fail(FsErr{FsErrorKind::kIo, "internal error"});
-  }
+  catching(
+      "read",
+      [&] {
+        auto* h = reinterpret_cast<FileHandle*>(fi->fh);
+        auto r = fs_of(req).read(*h, static_cast<std::uint64_t>(off), size, &cancel,
+                                 [&](std::span<const iovec> iov) {
+                                   detach();
+                                   replied = true;
+                                   fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
+                                 });
+        if (!r && !replied) fail(r.error());
+      },
+      [&](const FsErr& e) {
+        if (!replied) fail(e);
+      });
 }
 
 void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {

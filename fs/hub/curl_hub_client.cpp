@@ -67,10 +67,6 @@ HubError transfer_error(const TransferError& e, const std::string& what) {
   return with_cause(make_error(HubErrorKind::kUnavailable, what + ": " + e.message), e.message);
 }
 
-TransportConfig transport_config(const HubClientConfig& c) {
-  return TransportConfig{c.endpoint, c.token_file, c.allow_insecure_token, c.retry, c.http};
-}
-
 // At most N API requests on the wire at once (HubClientConfig::max_api_requests); a waiter
 // gives up at its deadline or when the client is cancelled.
 class ApiSlots {
@@ -113,16 +109,17 @@ class CurlHubClient final : public HubClient {
  public:
   explicit CurlHubClient(HubClientConfig config)
       : config_(std::move(config)),
-        transport_(transport_config(config_)),
+        transport_(config_.transport),
         api_slots_(config_.max_api_requests) {
     const bool dataset = config_.repo.type == RepoType::kDataset;
-    api_base_ = config_.endpoint + (dataset ? "/api/datasets/" : "/api/models/") + config_.repo.id;
-    file_base_ = config_.endpoint + (dataset ? "/datasets/" : "/") + config_.repo.id;
+    const std::string& endpoint = transport_.endpoint();
+    api_base_ = endpoint + (dataset ? "/api/datasets/" : "/api/models/") + config_.repo.id;
+    file_base_ = endpoint + (dataset ? "/datasets/" : "/") + config_.repo.id;
     if (!transport_.token_may_travel() && transport_.tokens().token()) {
       spdlog::warn(
           "the endpoint {} is plain http and not on this machine: the token ({}) is not sent, "
           "so that it never crosses a network in clear text (option insecure_token sends it)",
-          config_.endpoint, transport_.tokens().describe());
+          endpoint, transport_.tokens().describe());
     }
   }
 
@@ -419,7 +416,6 @@ class CurlHubClient final : public HubClient {
 }  // namespace
 
 std::unique_ptr<HubClient> make_hub_client(HubClientConfig config) {
-  if (!config.proxy.empty()) config.http.proxy = config.proxy;
   return std::make_unique<CurlHubClient>(std::move(config));
 }
 

@@ -1,15 +1,15 @@
 #pragma once
 // The Hub as the rest of wheelhouse-fs sees it: resolve a revision to a commit, list folders at
-// that commit, stream byte ranges of a file at that commit. The interface lets tests inject
-// faults by subclassing; CurlHubClient is the real one. It speaks HTTP through HubTransport
-// (transport.h), the one Hub transport, which `wheelhouse publish` (publish::HubWriter) uses
-// too: the token's reach, redirects, retries and timeouts are decided there for both.
+// that commit, stream byte ranges of a file at that commit. CurlHubClient (make_hub_client) asks
+// the Hub, OfflineHub (offline_hub.h) answers an offline mount without a request, and tests
+// subclass it to inject faults. CurlHubClient speaks HTTP through HubTransport (transport.h),
+// the one Hub transport, which `wheelhouse publish` (publish::HubWriter) uses too: the token's
+// reach, redirects, retries and timeouts are decided there for both.
 
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <filesystem>
 #include <memory>
 #include <span>
 #include <string>
@@ -94,15 +94,8 @@ class HubClient {
 };
 
 struct HubClientConfig {
-  std::string endpoint;  // without a trailing "/"; see resolve_endpoint()
+  TransportConfig transport;  // the endpoint, the token, retries, HTTP (its proxy too)
   RepoRef repo;
-  std::filesystem::path token_file;  // the token_file option, empty for the default order
-  // The token goes over https, or plain http to a loopback address; plain http to anywhere
-  // else (a site cache on the LAN) only when this is set: it would travel in clear text.
-  bool allow_insecure_token = false;
-  std::string proxy;
-  RetryPolicy retry;
-  HttpConfig http;  // user_agent is filled in by make_hub_client() when empty
   // A listing with more pages or entries is an error, never truncated: together with the
   // entries per page (listing.h) they bound what one listing may make the daemon hold.
   std::size_t max_pages = 5000;
@@ -119,9 +112,6 @@ struct HubClientConfig {
 
 // option > HF_ENDPOINT > https://huggingface.co, trailing "/" removed.
 std::string resolve_endpoint(std::string_view option);
-
-// "wheelhouse-fs/<version>; libcurl/<version>[; origin/<HF_HUB_USER_AGENT_ORIGIN>]"
-std::string default_user_agent();
 
 std::unique_ptr<HubClient> make_hub_client(HubClientConfig config);
 

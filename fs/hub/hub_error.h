@@ -1,5 +1,6 @@
 #pragma once
-// The Hub client's typed errors. The FUSE adapter turns them into errno in one place.
+// The Hub client's typed errors. to_fs_error() turns them into a filesystem call's error (FsErr)
+// in one place; fs/fuse's errno table turns that into an errno.
 
 #include <string>
 
@@ -44,8 +45,8 @@ enum class Asked {
 
 // What a filesystem call answers for a Hub failure, the one mapping: a refused token or a
 // gated repo is EACCES, a missing entry ENOENT or EIO (see Asked), the deadline a timeout,
-// shutting down an interrupted call, everything else EIO. The FUSE adapter turns the kind into
-// an errno without looking at it again.
+// shutting down an interrupted call, everything else EIO. fs/fuse turns the kind into an errno
+// without looking at the Hub's error again.
 FsErr to_fs_error(const HubError& e, Asked asked);
 
 // Whether the Hub could not be reached (or would not answer in time): what an offline fallback

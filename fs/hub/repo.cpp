@@ -1,9 +1,7 @@
-// Repository ids, the endpoint and the user agent: what a Hub client is configured with.
+// Repository ids and the endpoint: what a Hub client is configured with.
 #include <cctype>
 #include <cstdlib>
 
-#include "fs/common/version.h"
-#include "fs/hub/http.h"
 #include "fs/hub/hub_client.h"
 
 namespace whfs::hub {
@@ -48,15 +46,6 @@ std::string resolve_endpoint(std::string_view option) {
   }
   while (!e.empty() && e.back() == '/') e.pop_back();
   return e;
-}
-
-std::string default_user_agent() {
-  std::string ua =
-      std::string("wheelhouse-fs/") + kVersion + "; libcurl/" + HttpTransport::curl_version();
-  if (const char* origin = std::getenv("HF_HUB_USER_AGENT_ORIGIN"); origin && *origin) {
-    ua += std::string("; origin/") + origin;
-  }
-  return ua;
 }
 
 }  // namespace whfs::hub

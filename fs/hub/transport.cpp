@@ -1,8 +1,9 @@
 #include "fs/hub/transport.h"
 
 #include <algorithm>
+#include <cstdlib>
 
-#include "fs/hub/hub_client.h"
+#include "fs/common/version.h"
 
 namespace whfs::hub {
 namespace {
@@ -13,6 +14,15 @@ HttpConfig with_user_agent(HttpConfig http) {
 }
 
 }  // namespace
+
+std::string default_user_agent() {
+  std::string ua =
+      std::string("wheelhouse-fs/") + kVersion + "; libcurl/" + HttpTransport::curl_version();
+  if (const char* origin = std::getenv("HF_HUB_USER_AGENT_ORIGIN"); origin && *origin) {
+    ua += std::string("; origin/") + origin;
+  }
+  return ua;
+}
 
 HubTransport::HubTransport(TransportConfig config)
     : config_(std::move(config)),

@@ -175,6 +175,9 @@ struct TransportConfig {
   HttpConfig http;  // user_agent: default_user_agent() when empty
 };
 
+// "wheelhouse-fs/<version>; libcurl/<version>[; origin/<HF_HUB_USER_AGENT_ORIGIN>]"
+std::string default_user_agent();
+
 class HubTransport {
  public:
   explicit HubTransport(TransportConfig config);

@@ -7,70 +7,67 @@ namespace {
 
 FsErr not_found(const std::string& what) { return FsErr{FsErrorKind::kNotFound, what}; }
 
-// The inode key: folders by path, files by path and content, synthetic nodes by identity.
-std::string key_of(const Node& n) {
-  std::string key(1, static_cast<char>('0' + static_cast<int>(n.kind)));
-  key.push_back('\0');
-  switch (n.kind) {
-    case NodeKind::kDir:
-      return key + n.entry.path;
-    case NodeKind::kFile:
-      return key + n.entry.path + '\0' + (n.entry.is_lfs() ? n.entry.lfs_sha256 : n.entry.oid);
-    case NodeKind::kSyntheticDir:
-    case NodeKind::kSyntheticFile:
-    case NodeKind::kSymlink:
-      return key + n.identity;
-  }
-  return key;
-}
-
 // Whether a node at a new commit can stand for the old one, subtree and all. Synthetic
 // folders never can: what they show depends on more than their name.
 bool same_content(const Node& a, const Node& b) {
-  if (a.kind != b.kind) return false;
-  switch (a.kind) {
-    case NodeKind::kDir:
-      return !a.entry.oid.empty() && a.entry.oid == b.entry.oid;
+  if (a.kind() != b.kind()) return false;
+  switch (a.kind()) {
+    case NodeKind::kDir: {
+      const auto& oid = std::get<Node::Dir>(a.what).entry.oid;
+      return !oid.empty() && oid == std::get<Node::Dir>(b.what).entry.oid;
+    }
     case NodeKind::kFile:
-      return key_of(a) == key_of(b) && a.entry.size == b.entry.size;
+      return inode_key(a) == inode_key(b) &&
+             std::get<Node::File>(a.what).entry.size == std::get<Node::File>(b.what).entry.size;
     case NodeKind::kSyntheticDir:
       return false;
     case NodeKind::kSyntheticFile:
     case NodeKind::kSymlink:
-      return a.identity == b.identity;
+    case NodeKind::kReport:
+      return inode_key(a) == inode_key(b);
   }
   return false;
 }
 
+std::shared_ptr<Node> remote_node(RemoteEntry e, const std::string& commit) {
+  std::string name = e.name();
+  if (e.is_dir()) {
+    return std::make_shared<Node>(std::move(name), Node::Dir{{std::move(e), commit}});
+  }
+  return std::make_shared<Node>(std::move(name), Node::File{{std::move(e), commit}});
+}
+
+std::shared_ptr<Node> root_at(const std::string& commit) {
+  auto root = std::make_shared<Node>("", Node::Dir{{RemoteEntry{}, commit}});
+  root->ino = kRootIno;
+  return root;
+}
+
 }  // namespace
 
-std::shared_ptr<Node> synthetic_dir(const std::string& name, const std::string& identity) {
-  auto d = std::make_shared<Node>();
-  d->kind = NodeKind::kSyntheticDir;
-  d->name = name;
-  d->identity = identity;
-  return d;
+std::shared_ptr<Node> synthetic_dir(const std::string& name, const std::string& identity,
+                                    Node::Generate generate, Node::MakeMissing make_missing) {
+  return std::make_shared<Node>(
+      name, Node::SyntheticDir{identity, std::move(generate), std::move(make_missing)});
+}
+
+const Node::Remote* Node::remote() const {
+  if (const auto* d = as<Dir>()) return d;
+  return as<File>();
 }
 
 std::uint64_t Node::size() const {
-  if (kind == NodeKind::kFile) return entry.size;
-  if (kind == NodeKind::kSyntheticFile) {
-    if (alias) return alias->size();
-    return bytes ? bytes->size() : 0;
+  if (const auto* f = as<File>()) return f->entry.size;
+  if (const auto* f = as<SyntheticFile>()) {
+    if (f->alias) return f->alias->size();
+    return f->bytes ? f->bytes->size() : 0;
   }
+  if (const auto* r = as<Report>()) return r->folder_report ? r->folder_report->size() : 0;
   return 0;
 }
 
-Namespace::Namespace(ListingSource& source, std::string commit, std::int64_t mtime)
-    : source_(source) {
-  auto root = std::make_shared<Node>();
-  root->ino = kRootIno;
-  root->kind = NodeKind::kDir;
-  root->commit = commit;
-  tree_ = Tree{std::move(commit), mtime, root};
-  inodes_[kRootIno] = InodeSlot{root, 1, false};
-  ino_by_key_[key_of(*root)] = kRootIno;
-}
+Namespace::Namespace(ListingSource& source, const std::string& commit, std::int64_t mtime)
+    : source_(source), tree_{commit, mtime, root_at(commit)}, inodes_(tree_.root) {}
 
 void Namespace::set_synthetic_root(SyntheticRoot* synth) { synth_ = synth; }
 
@@ -84,57 +81,16 @@ std::int64_t Namespace::mtime() const {
   return tree_.mtime;
 }
 
-std::size_t Namespace::inode_count() const {
-  std::lock_guard lock(table_mu_);
-  return inodes_.size();
-}
+std::size_t Namespace::inode_count() const { return inodes_.size(); }
 
 std::vector<Ino> Namespace::inodes_where(const std::function<bool(const Node&)>& pred) const {
-  std::vector<Ino> out;
-  std::lock_guard lock(table_mu_);
-  for (const auto& [ino, slot] : inodes_) {
-    if (slot.node && pred(*slot.node)) out.push_back(ino);
-  }
-  return out;
-}
-
-std::shared_ptr<Node> Namespace::find_node(Ino ino) const {
-  std::lock_guard lock(table_mu_);
-  const auto it = inodes_.find(ino);
-  return it == inodes_.end() ? nullptr : it->second.node;
-}
-
-void Namespace::assign_ino(const std::shared_ptr<Node>& n) {
-  std::lock_guard lock(table_mu_);
-  const std::string key = key_of(*n);
-  const auto it = ino_by_key_.find(key);
-  if (it != ino_by_key_.end()) {
-    n->ino = it->second;
-    auto& slot = inodes_[n->ino];
-    slot.node = n;  // a folder at a new commit takes over its path's inode
-    slot.stale = false;
-    return;
-  }
-  n->ino = next_ino_++;
-  ino_by_key_[key] = n->ino;
-  inodes_[n->ino] = InodeSlot{n, 0, false};
+  return inodes_.where(pred);
 }
 
 void Namespace::assign_inos(const std::shared_ptr<Node>& n) {
-  assign_ino(n);
-  // A synthetic folder may come with its children already made.
+  inodes_.assign(n);
   std::lock_guard lock(n->mu);
   for (auto& [name, child] : n->children) assign_inos(child);
-}
-
-std::shared_ptr<Node> Namespace::make_child(RemoteEntry e, const std::string& commit) {
-  auto n = std::make_shared<Node>();
-  n->kind = e.is_dir() ? NodeKind::kDir : NodeKind::kFile;
-  n->name = e.name();
-  n->entry = std::move(e);
-  n->commit = commit;
-  assign_ino(n);
-  return n;
 }
 
 Expected<void, FsErr> Namespace::ensure_listed(const std::shared_ptr<Node>& dir) {
@@ -173,25 +129,27 @@ Expected<void, FsErr> Namespace::ensure_listed(const std::shared_ptr<Node>& dir)
 Expected<std::map<std::string, std::shared_ptr<Node>>, FsErr> Namespace::list_children(
     const std::shared_ptr<Node>& dir) {
   std::map<std::string, std::shared_ptr<Node>> children;
-  if (dir->kind == NodeKind::kSyntheticDir) {
-    if (!dir->generate) return children;
-    auto made = dir->generate();
-    if (!made) return unexpected(made.error());
-    for (auto& n : *made) {
+  if (const auto* made = dir->as<Node::SyntheticDir>()) {
+    if (!made->generate) return children;
+    auto generated = made->generate();
+    if (!generated) return unexpected(generated.error());
+    for (auto& n : *generated) {
       assign_inos(n);
       children[n->name] = n;
     }
     return children;
   }
-  auto listing = source_.list(dir->commit, dir->entry.path);
+  const Node::Remote& at = *dir->remote();
+  auto listing = source_.list(at.commit, at.entry.path);
   if (!listing) return unexpected(listing.error());
   for (auto& e : *listing) {
-    auto child = make_child(std::move(e), dir->commit);
+    auto child = remote_node(std::move(e), at.commit);
+    inodes_.assign(child);
     const std::string& name = child->name;
     children.insert_or_assign(name, std::move(child));
   }
   if (dir->ino == kRootIno && synth_ != nullptr) {
-    for (auto& n : synth_->root_entries(dir->commit)) {
+    for (auto& n : synth_->root_entries(at.commit)) {
       if (children.count(n->name) != 0) {
         spdlog::warn(
             "the repository has its own top-level \"{}\"; it is hidden by the synthetic folder "
@@ -207,7 +165,8 @@ Expected<std::map<std::string, std::shared_ptr<Node>>, FsErr> Namespace::list_ch
 
 Attr Namespace::attr_of(const Node& n) const {
   std::shared_lock lock(tree_mu_);
-  return Attr{n.ino, n.is_dir(), n.size(), tree_.mtime, n.kind == NodeKind::kSymlink, n.per_caller};
+  return Attr{n.ino,         n.is_dir(), n.size(), tree_.mtime, n.kind() == NodeKind::kSymlink,
+              n.per_caller()};
 }
 
 std::vector<std::string> Namespace::drop_unused(
@@ -223,13 +182,9 @@ std::vector<std::string> Namespace::drop_unused(
   }
   std::vector<std::shared_ptr<Node>> gone;
   for (const auto& child : candidates) {
-    {
-      std::lock_guard lock(table_mu_);
-      const auto it = inodes_.find(child->ino);
-      if (it != inodes_.end() && it->second.nlookup != 0) continue;
-    }
+    if (inodes_.referenced(child->ino)) continue;
     // The subtree, each folder's children read under its own lock (lock order: a node's mu
-    // before table_mu_).
+    // before the table's).
     std::vector<std::shared_ptr<Node>> todo{child};
     while (!todo.empty()) {
       auto n = std::move(todo.back());
@@ -243,22 +198,12 @@ std::vector<std::string> Namespace::drop_unused(
     names.push_back(child->name);
     dir->children.erase(child->name);
   }
-  std::lock_guard lock(table_mu_);
-  for (const auto& n : gone) {
-    const auto it = inodes_.find(n->ino);
-    if (it == inodes_.end() || it->second.node != n) continue;  // the inode shows another node
-    if (it->second.nlookup == 0) {
-      ino_by_key_.erase(key_of(*n));
-      inodes_.erase(it);
-    } else {
-      it->second.stale = true;
-    }
-  }
+  inodes_.retire(gone);
   return names;
 }
 
 Expected<Attr, FsErr> Namespace::lookup(Ino parent, const std::string& name, uid_t uid) {
-  auto dir = find_node(parent);
+  auto dir = inodes_.find(parent);
   if (!dir) return unexpected(not_found("stale folder"));
   if (!dir->is_dir()) return unexpected(FsErr{FsErrorKind::kNotDir, name});
   if (auto r = ensure_listed(dir); !r) return unexpected(r.error());
@@ -268,7 +213,8 @@ Expected<Attr, FsErr> Namespace::lookup(Ino parent, const std::string& name, uid
     const auto it = dir->children.find(name);
     if (it != dir->children.end()) child = it->second;
   }
-  if (!child && dir->make_missing) {
+  const auto* made_dir = dir->as<Node::SyntheticDir>();
+  if (!child && made_dir != nullptr && made_dir->make_missing) {
     // Made outside the folder's lock (it may list folders); the first of two racing lookups
     // wins, and only the winner's nodes get inodes.
     MakeContext ctx;
@@ -276,7 +222,7 @@ Expected<Attr, FsErr> Namespace::lookup(Ino parent, const std::string& name, uid
     ctx.drop_unused = [this, dir](const std::function<bool(const std::string&)>& pick) {
       return drop_unused(dir, pick);
     };
-    auto made = dir->make_missing(name, ctx);
+    auto made = made_dir->make_missing(name, ctx);
     if (made) {
       std::lock_guard lock(dir->mu);
       auto [it, inserted] = dir->children.emplace(name, made);
@@ -285,46 +231,28 @@ Expected<Attr, FsErr> Namespace::lookup(Ino parent, const std::string& name, uid
     }
   }
   if (!child) return unexpected(not_found(name));
-  {
-    std::lock_guard lock(table_mu_);
-    inodes_[child->ino].nlookup++;
-  }
+  inodes_.ref(child->ino);
   return attr_of(*child);
 }
 
-void Namespace::forget(Ino ino, std::uint64_t n) {
-  if (ino == kRootIno) return;
-  std::lock_guard lock(table_mu_);
-  const auto it = inodes_.find(ino);
-  if (it == inodes_.end()) return;
-  auto& slot = it->second;
-  slot.nlookup = n >= slot.nlookup ? 0 : slot.nlookup - n;
-  if (slot.nlookup == 0 && slot.stale) {
-    ino_by_key_.erase(key_of(*slot.node));
-    inodes_.erase(it);
-  }
-}
+void Namespace::forget(Ino ino, std::uint64_t n) { inodes_.forget(ino, n); }
 
-void Namespace::ref(Ino ino) {
-  std::lock_guard lock(table_mu_);
-  const auto it = inodes_.find(ino);
-  if (it != inodes_.end()) it->second.nlookup++;
-}
+void Namespace::ref(Ino ino) { inodes_.ref(ino); }
 
 Expected<Attr, FsErr> Namespace::getattr(Ino ino) {
-  auto n = find_node(ino);
+  auto n = inodes_.find(ino);
   if (!n) return unexpected(not_found("stale inode"));
   return attr_of(*n);
 }
 
 Expected<std::shared_ptr<const Node>, FsErr> Namespace::node(Ino ino) {
-  auto n = find_node(ino);
+  auto n = inodes_.find(ino);
   if (!n) return unexpected(not_found("stale inode"));
   return std::shared_ptr<const Node>(n);
 }
 
 Expected<std::vector<DirEntry>, FsErr> Namespace::readdir(Ino ino, bool count_refs) {
-  auto dir = find_node(ino);
+  auto dir = inodes_.find(ino);
   if (!dir) return unexpected(not_found("stale folder"));
   if (!dir->is_dir()) return unexpected(FsErr{FsErrorKind::kNotDir, dir->name});
   if (auto r = ensure_listed(dir); !r) return unexpected(r.error());
@@ -338,8 +266,7 @@ Expected<std::vector<DirEntry>, FsErr> Namespace::readdir(Ino ino, bool count_re
   out.reserve(kids.size());
   for (const auto& k : kids) out.push_back(DirEntry{k->name, attr_of(*k)});
   if (count_refs) {
-    std::lock_guard lock(table_mu_);
-    for (const auto& k : kids) inodes_[k->ino].nlookup++;
+    for (const auto& k : kids) inodes_.ref(k->ino);
   }
   return out;
 }
@@ -358,7 +285,7 @@ Expected<std::shared_ptr<Node>, FsErr> Namespace::dir_at(const std::string& path
     if (auto r = ensure_listed(cur); !r) return unexpected(r.error());
     std::lock_guard lock(cur->mu);
     const auto it = cur->children.find(name);
-    if (it == cur->children.end() || it->second->kind != NodeKind::kDir) {
+    if (it == cur->children.end() || it->second->kind() != NodeKind::kDir) {
       return unexpected(not_found(path));
     }
     auto next = it->second;
@@ -394,12 +321,12 @@ Expected<void, FsErr> Namespace::diff(const std::shared_ptr<Node>& old_dir,
       continue;
     }
     auto& new_child = it->second;
-    if (old_child->is_dir() && new_child->kind == old_child->kind) {
+    if (old_child->is_dir() && new_child->kind() == old_child->kind()) {
       if (same_content(*old_child, *new_child)) {
         // Unchanged subtree: carry it over, listings and all.
         std::lock_guard lock(new_dir->mu);
         new_dir->children[name] = old_child;
-        assign_ino(old_child);
+        inodes_.assign(old_child);
         continue;
       }
       inv.inodes.push_back(new_child->ino);  // same inode (by path): drop its caches
@@ -432,10 +359,7 @@ Expected<Invalidations, FsErr> Namespace::switch_to(const std::string& commit, s
     if (tree_.commit == commit && !force) return Invalidations{};
     old_root = tree_.root;
   }
-  auto new_root = std::make_shared<Node>();
-  new_root->kind = NodeKind::kDir;
-  new_root->commit = commit;
-  new_root->ino = kRootIno;
+  auto new_root = root_at(commit);
   Invalidations inv;
   std::vector<std::shared_ptr<Node>> dropped;
   if (auto r = diff(old_root, new_root, inv, dropped); !r) return unexpected(r.error());
@@ -443,20 +367,8 @@ Expected<Invalidations, FsErr> Namespace::switch_to(const std::string& commit, s
     std::unique_lock lock(tree_mu_);
     tree_ = Tree{commit, mtime, new_root};
   }
-  {
-    std::lock_guard lock(table_mu_);
-    inodes_[kRootIno].node = new_root;
-    for (const auto& n : dropped) {
-      const auto it = inodes_.find(n->ino);
-      if (it == inodes_.end() || it->second.node != n) continue;
-      if (it->second.nlookup == 0) {
-        ino_by_key_.erase(key_of(*n));
-        inodes_.erase(it);
-      } else {
-        it->second.stale = true;
-      }
-    }
-  }
+  inodes_.set_root(new_root);
+  inodes_.retire(dropped);
   inv.inodes.push_back(kRootIno);
   // Every mtime changed (it is the commit's date): attributes of all folders are refreshed by
   // the root invalidation and the folder list above; files keep theirs until their timeout.

@@ -1,6 +1,7 @@
 #pragma once
 // The names the mount shows: a pinned remote tree, listed lazily one folder at a time, plus
-// synthetic entries (current and targets/, see targets_view.h), behind an inode table.
+// synthetic entries (current and targets/, see targets_view.h), behind an inode table
+// (inode_table.h).
 //
 // Inode identity is (path, content): a file whose content is the same at a new commit keeps
 // its inode and its kernel page cache; a changed file gets a new inode, so a process that
@@ -21,17 +22,16 @@
 #include <optional>
 #include <shared_mutex>
 #include <string>
-#include <unordered_map>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "fs/common/expected.h"
 #include "fs/common/fs_error.h"
 #include "fs/common/remote_entry.h"
+#include "fs/namespace/inode_table.h"
 
 namespace whfs::ns {
-
-using Ino = std::uint64_t;
-inline constexpr Ino kRootIno = 1;
 
 // Where folder listings come from (the Hub, through the persisted listings of the cache).
 class ListingSource {
@@ -44,7 +44,8 @@ class ListingSource {
 
 struct Node;
 
-// What a folder that makes names on demand (Node::make_missing) is told of the lookup.
+// What a folder that makes names on demand (Node::SyntheticDir::make_missing) is told of the
+// lookup.
 struct MakeContext {
   uid_t uid = 0;  // who looks the name up (the FUSE request's user)
   // Drops children of the folder that `pick` names and the kernel holds no reference to
@@ -53,30 +54,69 @@ struct MakeContext {
       drop_unused;
 };
 
-enum class NodeKind : std::uint8_t { kDir, kFile, kSyntheticDir, kSyntheticFile, kSymlink };
+// The kinds of node, in the order of Node::What's alternatives.
+enum class NodeKind : std::uint8_t {
+  kDir,
+  kFile,
+  kSyntheticDir,
+  kSyntheticFile,
+  kSymlink,
+  kReport
+};
 
 struct Node {
-  Ino ino = 0;
-  NodeKind kind = NodeKind::kDir;
-  std::string name;    // the name in its folder ("" for the root)
-  RemoteEntry entry;   // remote files and folders: the listing entry (entry.path = repo path)
-  std::string commit;  // the commit this node was listed at
-  std::shared_ptr<const std::string> bytes;  // synthetic files: their content
-  std::shared_ptr<const Node> alias;         // a current/ entry: the remote file it shows
-  std::string identity;  // synthetic nodes: what makes their content (for the inode key)
-  // Synthetic folders: produces the children on first listing.
-  std::function<Expected<std::vector<std::shared_ptr<Node>>, FsErr>()> generate;
-  // Synthetic folders whose names are made on demand (targets/): the child for a name that is
-  // not there yet, or null (ENOENT). It joins the folder's children.
-  std::function<std::shared_ptr<Node>(const std::string& name, const MakeContext& ctx)>
-      make_missing;
-  // What it shows depends on the process that asks (the current symlink, a .target report):
-  // the filesystem answers its size, link and content per caller, and the kernel must not
-  // keep its attributes.
-  bool per_caller = false;
-  std::string key;  // a .target report: the target key of its folder
+  using Generate = std::function<Expected<std::vector<std::shared_ptr<Node>>, FsErr>()>;
+  using MakeMissing = std::function<std::shared_ptr<Node>(const std::string&, const MakeContext&)>;
 
-  bool is_dir() const { return kind == NodeKind::kDir || kind == NodeKind::kSyntheticDir; }
+  // A node of the remote tree: its listing entry (entry.path = repo path) and the commit it
+  // was listed at.
+  struct Remote {
+    RemoteEntry entry;
+    std::string commit;
+  };
+  struct Dir : Remote {};   // a folder of the remote tree
+  struct File : Remote {};  // a file of it
+  // A folder the mount makes. `identity` (for the inode key) says what makes its content.
+  struct SyntheticDir {
+    std::string identity;
+    Generate generate;  // its children, made when first listed (null: set by its maker)
+    // For a folder whose names are made on demand (targets/): the child for a name that is not
+    // there yet, or null (ENOENT). It joins the folder's children.
+    MakeMissing make_missing;
+  };
+  // A file the mount makes: its bytes, or the remote file it shows (`alias`: a wheel of a
+  // target folder).
+  struct SyntheticFile {
+    std::string identity;
+    std::shared_ptr<const std::string> bytes;
+    std::shared_ptr<const Node> alias;
+  };
+  // What depends on the process that asks: the filesystem answers its size, link and content
+  // per caller, and the kernel must not keep its attributes.
+  struct Link {  // `current`: leads each process to the folder of its own target
+    std::string identity;
+  };
+  struct Report {  // a target folder's .target: the folder's report, and the caller's own target
+    std::string identity;
+    std::shared_ptr<const std::string> folder_report;
+    std::string key;  // the target key of its folder
+  };
+  using What = std::variant<Dir, File, SyntheticDir, SyntheticFile, Link, Report>;
+
+  Node(std::string name_, What what_) : name(std::move(name_)), what(std::move(what_)) {}
+
+  Ino ino = 0;
+  const std::string name;  // the name in its folder ("" for the root)
+  const What what;
+
+  NodeKind kind() const { return static_cast<NodeKind>(what.index()); }
+  template <class T>
+  const T* as() const {
+    return std::get_if<T>(&what);
+  }
+  const Remote* remote() const;  // a Dir's or a File's; null for the others
+  bool is_dir() const { return kind() == NodeKind::kDir || kind() == NodeKind::kSyntheticDir; }
+  bool per_caller() const { return kind() == NodeKind::kSymlink || kind() == NodeKind::kReport; }
   std::uint64_t size() const;
 
   // Folders: the children, once listed. Guarded by mu; listing happens outside the lock.
@@ -88,7 +128,9 @@ struct Node {
 };
 
 // A synthetic folder node (its children come from `generate`, or are set by its maker).
-std::shared_ptr<Node> synthetic_dir(const std::string& name, const std::string& identity);
+std::shared_ptr<Node> synthetic_dir(const std::string& name, const std::string& identity,
+                                    Node::Generate generate = {},
+                                    Node::MakeMissing make_missing = {});
 
 struct Attr {
   Ino ino = 0;
@@ -96,7 +138,7 @@ struct Attr {
   std::uint64_t size = 0;
   std::int64_t mtime = 0;  // seconds since the epoch
   bool symlink = false;
-  bool per_caller = false;  // not to be cached by the kernel (see Node::per_caller)
+  bool per_caller = false;  // not to be cached by the kernel (see Node::per_caller())
 };
 
 struct DirEntry {
@@ -115,13 +157,13 @@ class SyntheticRoot {
  public:
   virtual ~SyntheticRoot() = default;
   // Nodes to show in the root of the tree at `commit`. Synthetic folders fill themselves
-  // through Node::generate when first listed.
+  // through Node::SyntheticDir::generate when first listed.
   virtual std::vector<std::shared_ptr<Node>> root_entries(const std::string& commit) = 0;
 };
 
 class Namespace {
  public:
-  Namespace(ListingSource& source, std::string commit, std::int64_t mtime);
+  Namespace(ListingSource& source, const std::string& commit, std::int64_t mtime);
 
   // By value: a refresh may replace the tree (and free its commit string) at any moment.
   std::string commit() const;
@@ -159,22 +201,15 @@ class Namespace {
     std::int64_t mtime = 0;
     std::shared_ptr<Node> root;
   };
-  struct InodeSlot {
-    std::shared_ptr<Node> node;
-    std::uint64_t nlookup = 0;
-    bool stale = false;  // no longer in the current tree: dropped when the kernel forgets it
-  };
 
   Expected<void, FsErr> ensure_listed(const std::shared_ptr<Node>& dir);
   std::vector<std::string> drop_unused(const std::shared_ptr<Node>& dir,
                                        const std::function<bool(const std::string&)>& pick);
   Expected<std::map<std::string, std::shared_ptr<Node>>, FsErr> list_children(
       const std::shared_ptr<Node>& dir);
-  std::shared_ptr<Node> make_child(RemoteEntry e, const std::string& commit);
-  void assign_ino(const std::shared_ptr<Node>& n);
+  // Numbers `n` and, for a synthetic folder made with its children, those below it.
   void assign_inos(const std::shared_ptr<Node>& n);
   Attr attr_of(const Node& n) const;
-  std::shared_ptr<Node> find_node(Ino ino) const;
   Expected<void, FsErr> diff(const std::shared_ptr<Node>& old_dir,
                              const std::shared_ptr<Node>& new_dir, Invalidations& inv,
                              std::vector<std::shared_ptr<Node>>& dropped);
@@ -185,11 +220,8 @@ class Namespace {
   mutable std::shared_mutex tree_mu_;  // guards tree_ (the pointer swap of a refresh)
   Tree tree_;
 
-  // Lock order: a Node's mu before table_mu_; tree_mu_ is never held with either.
-  mutable std::mutex table_mu_;  // guards the inode table
-  std::unordered_map<Ino, InodeSlot> inodes_;
-  std::unordered_map<std::string, Ino> ino_by_key_;
-  Ino next_ino_ = kRootIno + 1;
+  // Lock order: a Node's mu before the table's; tree_mu_ is never held with either.
+  InodeTable inodes_;
 
   std::mutex switch_mu_;  // one refresh at a time
 };

@@ -19,27 +19,18 @@ using nlohmann::json;
 // is one inode in every folder that shows it (its name and content make the identity): the
 // kernel keeps its pages once.
 std::shared_ptr<Node> alias_of(const RemoteEntry& e, const std::string& commit) {
-  auto src = std::make_shared<Node>();
-  src->kind = NodeKind::kFile;
-  src->name = e.name();
-  src->entry = e;
-  src->commit = commit;
-  auto n = std::make_shared<Node>();
-  n->kind = NodeKind::kSyntheticFile;
-  n->name = e.name();
-  n->alias = src;
-  n->identity = "wheel/" + e.name() + ":" + (e.is_lfs() ? e.lfs_sha256 : e.oid);
-  return n;
+  auto src = std::make_shared<const Node>(e.name(), Node::File{{e, commit}});
+  return std::make_shared<Node>(
+      e.name(), Node::SyntheticFile{"wheel/" + e.name() + ":" + (e.is_lfs() ? e.lfs_sha256 : e.oid),
+                                    nullptr, std::move(src)});
 }
 
 std::shared_ptr<Node> bytes_file(const std::string& name, std::string bytes,
                                  const std::string& identity_prefix) {
-  auto n = std::make_shared<Node>();
-  n->kind = NodeKind::kSyntheticFile;
-  n->name = name;
-  n->bytes = std::make_shared<const std::string>(std::move(bytes));
-  n->identity = identity_prefix + ":" + sha256_hex(*n->bytes);
-  return n;
+  auto content = std::make_shared<const std::string>(std::move(bytes));
+  std::string identity = identity_prefix + ":" + sha256_hex(*content);
+  return std::make_shared<Node>(
+      name, Node::SyntheticFile{std::move(identity), std::move(content), nullptr});
 }
 
 // A wheel chosen for the target, by its PEP 503 project name.
@@ -110,36 +101,33 @@ Expected<PackageChoice, FsErr> choose_package(ListingSource& source, const std::
 std::shared_ptr<Node> project_folder(const std::string& prefix, const std::string& project,
                                      const std::vector<RemoteEntry>& wheels,
                                      const std::string& commit, IndexMetadataSource* metadata) {
-  auto dir = synthetic_dir(project, prefix + "/simple/" + project);
-  dir->generate = [prefix, project, wheels, commit,
-                   metadata]() -> Expected<std::vector<std::shared_ptr<Node>>, FsErr> {
-    std::vector<std::shared_ptr<Node>> out;
-    std::vector<PageLink> links;
-    for (const auto& w : wheels) {
-      PageLink link{w.name(), w.is_lfs() ? w.lfs_sha256 : "", "", std::nullopt};
-      if (metadata != nullptr) {
-        if (auto m = metadata->metadata(w, commit)) {
-          link.requires_python = m->requires_python;
-          link.metadata_sha256 = m->sha256;
-          auto file = std::make_shared<Node>();
-          file->kind = NodeKind::kSyntheticFile;
-          file->name = w.name() + ".metadata";
-          file->bytes = m->bytes;
-          file->identity = "wheel-metadata/" + m->sha256;
-          out.push_back(file);
-        } else {
-          spdlog::warn("simple/{}: {} is linked without its metadata: {}", project, w.name(),
-                       m.error());
+  return synthetic_dir(
+      project, prefix + "/simple/" + project,
+      [prefix, project, wheels, commit,
+       metadata]() -> Expected<std::vector<std::shared_ptr<Node>>, FsErr> {
+        std::vector<std::shared_ptr<Node>> out;
+        std::vector<PageLink> links;
+        for (const auto& w : wheels) {
+          PageLink link{w.name(), w.is_lfs() ? w.lfs_sha256 : "", "", std::nullopt};
+          if (metadata != nullptr) {
+            if (auto m = metadata->metadata(w, commit)) {
+              link.requires_python = m->requires_python;
+              link.metadata_sha256 = m->sha256;
+              out.push_back(std::make_shared<Node>(
+                  w.name() + ".metadata",
+                  Node::SyntheticFile{"wheel-metadata/" + m->sha256, m->bytes, nullptr}));
+            } else {
+              spdlog::warn("simple/{}: {} is linked without its metadata: {}", project, w.name(),
+                           m.error());
+            }
+          }
+          out.push_back(alias_of(w, commit));
+          links.push_back(std::move(link));
         }
-      }
-      out.push_back(alias_of(w, commit));
-      links.push_back(std::move(link));
-    }
-    out.push_back(bytes_file("index.html", simple_project_page(project, links),
-                             prefix + "/simple/" + project + "/index.html"));
-    return out;
-  };
-  return dir;
+        out.push_back(bytes_file("index.html", simple_project_page(project, links),
+                                 prefix + "/simple/" + project + "/index.html"));
+        return out;
+      });
 }
 
 // simple/ and all/ for the wheels chosen.
@@ -237,10 +225,11 @@ Expected<std::vector<std::shared_ptr<Node>>, FsErr> build_target_folder(
   for (auto& n : index_folders(prefix, chosen, commit, metadata)) out.push_back(std::move(n));
   report["packages"] = packages;
   report["unmatched"] = unmatched;
-  auto target_file = bytes_file(kReportName, report.dump(2) + "\n", prefix + "/" + kReportName);
-  target_file->per_caller = true;  // the caller whose current/ this is also reads why
-  target_file->key = key;
-  out.push_back(target_file);
+  // The caller whose current/ this is also reads why (per caller).
+  auto text = std::make_shared<const std::string>(report.dump(2) + "\n");
+  std::string identity = prefix + "/" + kReportName + ":" + sha256_hex(*text);
+  out.push_back(
+      std::make_shared<Node>(kReportName, Node::Report{std::move(identity), std::move(text), key}));
   spdlog::info("targets/{} at {}: {} packages match, {} do not", key, commit.substr(0, 12), matched,
                unmatched.size());
   return out;

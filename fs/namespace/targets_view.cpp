@@ -13,26 +13,22 @@ namespace whfs::ns {
 
 std::shared_ptr<Node> TargetsView::key_folder(const std::string& commit, const std::string& name) {
   if (name == kUnresolved) {
-    auto d = synthetic_dir(name, std::string(kTargets) + "/" + name);
-    d->generate = [this, commit] {
+    return synthetic_dir(name, std::string(kTargets) + "/" + name, [this, commit] {
       return build_target_folder(source_, commit, kUnresolved, nullptr,
                                  "the target of the process that reads this is not known "
                                  "(its caller section says why)",
                                  metadata_);
-    };
-    return d;
+    });
   }
   auto key = target::parse_key(name, host_);
   if (!key) {
     spdlog::debug("targets/{}: {}", name, key.error());
     return nullptr;
   }
-  auto d = synthetic_dir(name, std::string(kTargets) + "/" + name);
-  d->generate = [this, commit, name, k = *key] {
+  return synthetic_dir(name, std::string(kTargets) + "/" + name, [this, commit, name, k = *key] {
     const target::Target t = target::target_of(k, host_);
     return build_target_folder(source_, commit, name, &t, "", metadata_);
-  };
-  return d;
+  });
 }
 
 // Who made which key folder of one tree, and the counts the bounds are checked against.
@@ -95,20 +91,16 @@ std::shared_ptr<Node> TargetsView::make_key(const std::shared_ptr<Budget>& budge
 }
 
 std::vector<std::shared_ptr<Node>> TargetsView::root_entries(const std::string& commit) {
-  auto link = std::make_shared<Node>();
-  link->kind = NodeKind::kSymlink;
-  link->name = kCurrent;
-  link->identity = kCurrent;
-  link->per_caller = true;
-
-  auto targets = synthetic_dir(kTargets, kTargets);
-  targets->generate = [this, commit]() -> Expected<std::vector<std::shared_ptr<Node>>, FsErr> {
-    return std::vector<std::shared_ptr<Node>>{key_folder(commit, kUnresolved)};
-  };
+  auto link = std::make_shared<Node>(kCurrent, Node::Link{kCurrent});
   auto budget = std::make_shared<Budget>();
-  targets->make_missing = [this, commit, budget](const std::string& name, const MakeContext& ctx) {
-    return make_key(budget, commit, name, ctx);
-  };
+  auto targets = synthetic_dir(
+      kTargets, kTargets,
+      [this, commit]() -> Expected<std::vector<std::shared_ptr<Node>>, FsErr> {
+        return std::vector<std::shared_ptr<Node>>{key_folder(commit, kUnresolved)};
+      },
+      [this, commit, budget](const std::string& name, const MakeContext& ctx) {
+        return make_key(budget, commit, name, ctx);
+      });
   return {link, targets};
 }
 

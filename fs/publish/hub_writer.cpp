@@ -68,18 +68,19 @@ hub::ExchangeWords<PublishError> exchange_words(const std::string& what) {
           [&what] { return failed(what + ": too many redirects"); }};
 }
 
-hub::TransportConfig transport_config(const WriterConfig& c) {
-  // No insecure_token for publishing: a write token never crosses a network in clear text.
-  return hub::TransportConfig{c.endpoint, c.token_file, false, c.retry, c.http};
+hub::TransportConfig transport_config(hub::TransportConfig c) {
+  c.allow_insecure_token = false;  // a write token never crosses a network in clear text
+  return c;
 }
 
 }  // namespace
 
 HubWriter::HubWriter(WriterConfig config)
-    : config_(std::move(config)), transport_(transport_config(config_)) {
+    : config_(std::move(config)), transport_(transport_config(config_.transport)) {
   const bool dataset = config_.repo.type == hub::RepoType::kDataset;
-  api_base_ = config_.endpoint + (dataset ? "/api/datasets/" : "/api/models/") + config_.repo.id;
-  git_base_ = config_.endpoint + (dataset ? "/datasets/" : "/") + config_.repo.id + ".git";
+  const std::string& endpoint = transport_.endpoint();
+  api_base_ = endpoint + (dataset ? "/api/datasets/" : "/api/models/") + config_.repo.id;
+  git_base_ = endpoint + (dataset ? "/datasets/" : "/") + config_.repo.id + ".git";
 }
 
 WriterStats HubWriter::stats() const {
@@ -98,7 +99,7 @@ Expected<void, PublishError> HubWriter::ready() {
             "--token-file"});
   }
   if (!transport_.token_may_travel()) {
-    return unexpected(PublishError{Kind::kDenied, "the endpoint " + config_.endpoint +
+    return unexpected(PublishError{Kind::kDenied, "the endpoint " + transport_.endpoint() +
                                                       " is plain http on another machine: the "
                                                       "token is not sent in clear text"});
   }
@@ -115,11 +116,13 @@ Expected<void, PublishError> HubWriter::with_retries(const std::string& what, At
   run.on_retry = [this](const PublishError& last, int tries, std::chrono::milliseconds delay,
                         bool) {
     spdlog::warn("{}; retry {} of {} in {:.1f} s", last.message, tries,
-                 config_.retry.max_attempts - 1, static_cast<double>(delay.count()) / 1000);
+                 config_.transport.retry.max_attempts - 1,
+                 static_cast<double>(delay.count()) / 1000);
   };
   run.give_up = [&](std::optional<PublishError> last, int, std::chrono::seconds, const char*) {
     PublishError e = last ? std::move(*last) : failed(what + ": not tried");
-    e.message += " (gave up after " + std::to_string(config_.retry.max_attempts) + " tries)";
+    e.message +=
+        " (gave up after " + std::to_string(config_.transport.retry.max_attempts) + " tries)";
     return e;
   };
   // Nothing cancels a writer's transport; said in case something does one day.
@@ -287,7 +290,8 @@ Expected<void, PublishError> HubWriter::multipart(const BatchAnswer& object, int
   return {};
 }
 
-Expected<void, PublishError> HubWriter::upload(const BatchAnswer& object, const CheckedFile& file,
+Expected<void, PublishError> HubWriter::upload(const BatchAnswer& object,
+                                               const check::CheckedFile& file,
                                                const std::string& name) {
   if (object.stored) return {};
   if (object.chunk_size == 0) {

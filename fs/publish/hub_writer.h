@@ -14,28 +14,25 @@
 // with 412, never commit twice.
 
 #include <cstdint>
-#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "fs/check/checked_file.h"
 #include "fs/common/expected.h"
 #include "fs/hub/http.h"
 #include "fs/hub/hub_client.h"
-#include "fs/hub/retry.h"
 #include "fs/hub/transport.h"
-#include "fs/publish/checked_file.h"
 #include "fs/publish/publish_error.h"
 #include "fs/publish/write_api.h"
 
 namespace whfs::publish {
 
 struct WriterConfig {
-  std::string endpoint;  // without a trailing "/" (hub::resolve_endpoint)
+  // transport.allow_insecure_token is not used: a write token never crosses a network in
+  // clear text.
+  hub::TransportConfig transport;
   hub::RepoRef repo;
-  std::filesystem::path token_file;  // empty: HF_TOKEN, HF_TOKEN_PATH, $HF_HOME/token
-  hub::RetryPolicy retry;
-  hub::HttpConfig http;                   // user_agent filled in when empty
   std::chrono::seconds api_timeout{600};  // one API call, retries included
 };
 
@@ -64,7 +61,7 @@ class HubWriter {
   Expected<std::vector<BatchAnswer>, PublishError> batch(const std::string& revision,
                                                          const std::vector<LfsObject>& objects);
   // Sends the object's bytes from `file` as the batch answer says, then verifies it.
-  Expected<void, PublishError> upload(const BatchAnswer& object, const CheckedFile& file,
+  Expected<void, PublishError> upload(const BatchAnswer& object, const check::CheckedFile& file,
                                       const std::string& name);
   // kStale when the branch moved since `payload`'s parent commit.
   Expected<CommitAnswer, PublishError> commit(const std::string& revision,

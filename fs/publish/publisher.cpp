@@ -47,13 +47,13 @@ namespace {
 
 std::string folder_of(const std::string& path) { return path.substr(0, path.rfind('/')); }
 
-bool to_send(const Decision& d) {
-  return d.action == Action::kUpload || d.action == Action::kReplace;
+bool to_send(const check::Decision& d) {
+  return d.action == check::Action::kUpload || d.action == check::Action::kReplace;
 }
 
 // A regular (non-LFS) file travels inside the commit; the Hub takes those up to 10 MiB. Read
 // from the file that was checked.
-Expected<std::string, PublishError> read_whole(const CheckedFile& f, std::uint64_t size) {
+Expected<std::string, PublishError> read_whole(const check::CheckedFile& f, std::uint64_t size) {
   std::string data(static_cast<std::size_t>(size), '\0');
   std::size_t got = 0;
   while (got < data.size()) {
@@ -68,7 +68,7 @@ Expected<std::string, PublishError> read_whole(const CheckedFile& f, std::uint64
 }
 
 // The checked copy is still what was checked.
-Expected<void, PublishError> unchanged(const CheckedFile& f) {
+Expected<void, PublishError> unchanged(const check::CheckedFile& f) {
   if (auto why = f.changed(); !why.empty()) return unexpected(PublishError{Kind::kFailed, why});
   return {};
 }
@@ -95,7 +95,7 @@ Expected<Survey, PublishError> Publisher::survey(const std::vector<PublishItem>&
     const auto found = std::find_if(it->second.begin(), it->second.end(),
                                     [&](const RemoteEntry& e) { return e.path == item.path; });
     s.decisions.push_back(
-        decide(item.wheel.content, found == it->second.end() ? nullptr : &*found, replace));
+        check::decide(item.wheel.content, found == it->second.end() ? nullptr : &*found, replace));
   }
   return s;
 }
@@ -109,8 +109,8 @@ Expected<PublishResult, PublishError> Publisher::publish(const std::vector<Publi
     result.survey = std::move(*s);
     std::string conflicts;
     for (std::size_t i = 0; i < items.size(); ++i) {
-      const Decision& d = result.survey.decisions[i];
-      if (d.action == Action::kConflict) {
+      const check::Decision& d = result.survey.decisions[i];
+      if (d.action == check::Action::kConflict) {
         conflicts += (conflicts.empty() ? "" : "; ") + items[i].path + ": " + d.reason;
       }
     }
@@ -164,9 +164,9 @@ Expected<std::optional<CommitAnswer>, PublishError> Publisher::send(
       return unexpected(PublishError{
           Kind::kFailed, item.path + ": the repository's .gitignore ignores it; not published"});
     }
-    const Content& c = item.wheel.content;
+    const check::Content& c = item.wheel.content;
     if (!a.oid.empty() && a.oid == (a.lfs ? c.sha256 : c.git_sha1)) {
-      s.decisions[i] = {Action::kSame, "the same bytes arrived there meanwhile"};
+      s.decisions[i] = {check::Action::kSame, "the same bytes arrived there meanwhile"};
       continue;
     }
     CommitFile f{item.path, c.size, c.sha256, a.lfs, ""};

@@ -10,23 +10,23 @@
 #include <string>
 #include <vector>
 
+#include "fs/check/plan.h"
+#include "fs/check/wheel_check.h"
 #include "fs/common/expected.h"
 #include "fs/hub/hub_client.h"
 #include "fs/publish/hub_writer.h"
-#include "fs/publish/plan.h"
 #include "fs/publish/publish_error.h"
-#include "fs/publish/wheel_check.h"
 
 namespace whfs::publish {
 
 struct PublishItem {
-  WheelFacts wheel;
+  check::WheelFacts wheel;
   std::string path;  // in the repository
 };
 
 struct Survey {
-  std::string head;                 // the commit the decisions were made against
-  std::vector<Decision> decisions;  // one per item, in order
+  std::string head;                        // the commit the decisions were made against
+  std::vector<check::Decision> decisions;  // one per item, in order
 };
 
 struct PublishRequest {

@@ -1,68 +1,45 @@
 #pragma once
 // The target of whoever asks: for the process behind a FUSE request, the key of its
-// targets/<key> folder (current/ points there), and in words why.
+// targets/<key> folder (current/ points there), and in words why. A facade over:
 //
-//   process      /proc/PID: what it runs and how it was started, its root, its credentials,
-//                the few environment variables that matter (caller.h)
-//   interpreter  the Python it would use and that Python's files (python_layout.h), read as
-//                the process's own user (ActAs): what it could not read, neither could we
-//   GPUs         the machine's, probed once by the mount with the libraries its owner chose,
-//                narrowed to the process's share (NVIDIA_VISIBLE_DEVICES in a container,
-//                CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER)
+//   reading      /proc/PID (caller.h), the process's shell hook hint (hint_book.h) and its
+//                interpreter's files (python_facts.h), read as the process's own user (ActAs):
+//                what it could not read, neither could we. Nothing a process controls is run or
+//                loaded, and a path into the mount itself is never followed (refuse_device).
+//   resolving    those facts, the machine's GPUs (probed once by the mount, narrowed to the
+//                process's share) and the overrides make the target (caller_resolver.h: pure)
+//   reporting    the .target's caller section and the status (caller_report.h)
+//   deadlines    the reading runs on a thread of its own; a request waits for it at most
+//                `deadline`, then gets "unresolved" with why (deadline_reader.h)
+//   caches       answers per process (pid and start time; at most `recheck` old) and per
+//                interpreter (its path, root, user and environment; its files' stamps checked
+//                again at most every `recheck`), each shared out per user (user_cache.h)
 //
-// Nothing a process controls is run or loaded. Answers are cached per process (pid and start
-// time; at most `recheck` old) and per interpreter (its path, root, user and environment),
-// whose files' stamps are checked again at most every `recheck`: an installed or downgraded
-// torch, a recreated venv show up within that time, and a thousand reads from one venv cost one
-// reading of its files.
-//
-// A FUSE request never waits on a process's files for long: the files are read on a thread of
-// their own, and the request takes the answer if it comes within `deadline`, else "unresolved"
-// with the reason (the reading goes on and its answer is kept for the next request). A path that
-// leads into the mount itself is never followed (refuse_device). Each user has a bound on its
-// readings in flight and on its share of the caches: no user can spend them for all.
+// An installed or downgraded torch or a recreated venv shows within `recheck`, and a thousand
+// reads from one venv cost one reading of its files. Each user has a bound on its readings in
+// flight and on its share of the caches: no user can spend them for all.
 
 #include <sys/types.h>
 
 #include <chrono>
-#include <cstdint>
-#include <map>
+#include <cstddef>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-#include <vector>
 
-#include "fs/common/clock.h"
+#include "fs/common/expected.h"
 #include "fs/common/own_file.h"
-#include "fs/targeting/caller.h"
+#include "fs/targeting/caller_report.h"
+#include "fs/targeting/caller_resolver.h"
 #include "fs/targeting/gpu_probe.h"
 #include "fs/targeting/hint_book.h"
 #include "fs/targeting/key.h"
 #include "fs/targeting/overrides.h"
-#include "fs/targeting/python_layout.h"
-#include "fs/targeting/root_fs.h"
+#include "fs/targeting/python_facts.h"
 #include "fs/targeting/target.h"
 
 namespace whfs::target {
-
-// What an interpreter's files say, with the stamps of every file and folder read.
-struct PythonFacts {
-  std::optional<PythonInfo> python;
-  std::string python_error;
-  std::optional<TorchInfo> torch;
-  std::string torch_error;
-  std::vector<Input> inputs;
-};
-
-// Reads the interpreter at `interpreter` in `root` and its torch (through the calling thread's
-// credentials: use ActAs). `process` gives PYTHONPATH, HOME and the like (null: none).
-PythonFacts read_python_facts(const RootFs& root, const std::string& interpreter,
-                              const CallerProcess* process);
-
-// Whether every input still has its stamp.
-bool inputs_unchanged(const RootFs& root, const std::vector<Input>& inputs);
 
 struct CallerTargetsConfig {
   TargetOverrides overrides;
@@ -80,33 +57,9 @@ struct CallerTargetsConfig {
   std::size_t max_hints_per_uid = 64;  // shells with a hook, per user
 };
 
-// (clang-tidy 14 takes its implicit, noexcept move constructor for one that may throw.)
-struct Resolution {  // NOLINT(bugprone-exception-escape)
-  std::string key;   // the canonical key, or kUnresolved
-  std::string why_unresolved;
-  Target target;
-  nlohmann::json caller;  // the process, its interpreter and GPUs, and why (for its .target)
-};
-
-struct CallerTargetsStats {
-  std::uint64_t resolves = 0;
-  std::uint64_t process_hits = 0;       // answered from the per-process cache
-  std::uint64_t interpreter_reads = 0;  // an interpreter's files read (a detection)
-  std::uint64_t interpreter_hits = 0;   // an interpreter's cached facts reused
-  std::uint64_t unresolved = 0;
-  std::uint64_t timed_out = 0;       // answered "unresolved" at the deadline, the reading went on
-  std::uint64_t refused = 0;         // not started: the user had too many readings in flight
-  std::uint64_t hints = 0;           // environments handed over by a shell hook
-  std::uint64_t hints_restored = 0;  // hints of running shells taken from the book's file
-  std::size_t hints_held = 0;        // shells with a hint now
-  std::size_t in_flight = 0;
-  std::size_t processes = 0;
-  std::size_t interpreters = 0;
-};
-
 class CallerTargets {
  public:
-  static constexpr const char* kUnresolved = "unresolved";
+  static constexpr const char* kUnresolved = kUnresolvedKey;
 
   CallerTargets(CallerTargetsConfig config, GpuReport gpus, HostPlatform host);
 
@@ -116,14 +69,11 @@ class CallerTargets {
   std::shared_ptr<const Resolution> resolve(pid_t pid, std::optional<uid_t> uid = std::nullopt,
                                             bool wait = true);
 
-  // The shell hook's channel (issue 22): process `pid` (user `uid`) hands its own environment
-  // and working directory to its parent, which then counts as having them (a shell after
-  // `source activate` keeps its start-up environment in /proc, but its children get the new
-  // one). Only a parent of the same user, in the same root; the hint lives as long as that
-  // process (pid and start time) or until the next one, and outlives this daemon when the
-  // hints are kept in a file (keep_hints_in). The parent's answer with the hint if
-  // known at once (else its key is "(being read)": the reading has started), or why no hint
-  // was taken.
+  // The shell hook's channel: process `pid` (user `uid`) hands its own environment and working
+  // directory to its parent (hint_for_parent in hint_book.h). The hint lives as long as that
+  // parent (pid and start time) or until its next one, and outlives this daemon when the hints
+  // are kept in a file (keep_hints_in). The parent's answer with the hint if known at once
+  // (else its key is "(being read)": the reading has started), or why no hint was taken.
   Expected<std::shared_ptr<const Resolution>, std::string> adopt(pid_t pid, uid_t uid);
 
   // From now on the hints are kept in `name` in `folder` (the book of `mountpoint`, see

@@ -171,6 +171,41 @@ bool still_running(const Hint& hint, const std::string& proc) {
   return root && *root == hint.root;
 }
 
+Expected<Hint, std::string> hint_for_parent(pid_t pid, uid_t uid, const std::string& proc) {
+  if (pid <= 0) return unexpected(std::string("the kernel did not name the process"));
+  const auto child = read_caller(pid, proc);
+  if (!child) return unexpected(child.error());
+  if (child->credentials.uid != uid) {
+    return unexpected(std::string("the process's user is not the one that asked"));
+  }
+  const auto parent_pid = read_parent(pid, proc);
+  if (!parent_pid) return unexpected(std::string("no parent process"));
+  const auto parent = read_caller(*parent_pid, proc);
+  const auto identity = read_identity(*parent_pid, proc);
+  if (!parent || !identity) return unexpected(std::string("the parent process is gone"));
+  // Only one's own processes, in the same world: a hint never names what another user runs.
+  if (parent->credentials.uid != child->credentials.uid) {
+    return unexpected("the parent process belongs to user " +
+                      std::to_string(parent->credentials.uid) + ", not " +
+                      std::to_string(child->credentials.uid));
+  }
+  if (parent->own_root != child->own_root) {
+    return unexpected(std::string("the parent process has another root"));
+  }
+  const auto root = read_root(*parent_pid, proc);
+  if (!root || (!parent->own_root && root != read_root(pid, proc))) {
+    return unexpected(std::string("the parent process has another root"));
+  }
+  return Hint{*parent_pid,
+              identity->start_time,
+              uid,
+              *root,
+              child->env,
+              child->cwd,
+              child->exe_name,
+              std::chrono::system_clock::now()};
+}
+
 std::string hints_to_text(const std::string& mountpoint, const std::string& boot,
                           const std::vector<Hint>& hints) {
   std::string out = "{\"version\":" + std::to_string(kVersion) +
@@ -341,6 +376,26 @@ std::optional<Hint> HintBook::find(pid_t pid, std::uint64_t start_time, uid_t ui
     return std::nullopt;
   }
   return it->second;
+}
+
+std::optional<Hint> HintBook::find_for(const CallerProcess& p) const {
+  if (empty()) return std::nullopt;
+  if (auto h = find(p.pid, p.start_time, p.credentials.uid)) return h;
+  const CallerProcess* child = &p;
+  std::optional<CallerProcess> parent;
+  for (int depth = 0; depth < 8; ++depth) {
+    const auto ppid = read_parent(child->pid, proc_);
+    if (!ppid) return std::nullopt;
+    auto up = read_caller(*ppid, proc_);
+    if (!up || up->exe_path != child->exe_path || up->env != child->env ||
+        up->credentials.uid != child->credentials.uid || up->own_root != child->own_root) {
+      return std::nullopt;  // an exec since, another user or world: not that shell's child
+    }
+    if (auto h = find(*ppid, up->start_time, up->credentials.uid)) return h;
+    parent = std::move(*up);
+    child = &*parent;
+  }
+  return std::nullopt;
 }
 
 bool HintBook::empty() const {

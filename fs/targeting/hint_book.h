@@ -23,6 +23,7 @@
 
 #include "fs/common/expected.h"
 #include "fs/common/own_file.h"
+#include "fs/targeting/caller.h"
 #include "fs/targeting/overrides.h"
 
 namespace whfs::target {
@@ -50,6 +51,13 @@ struct Hint {
 
 // Whether the process of `hint` still runs: its pid, with the same start time, user and root.
 bool still_running(const Hint& hint, const std::string& proc = "/proc");
+
+// The hint process `pid` (user `uid`) hands to its parent: its own environment and working
+// directory, for the parent to count as having them (a shell after `source activate` keeps its
+// start-up environment in /proc, but its children get the new one). Only for a parent of the
+// same user, in the same root; else why not, in one line.
+Expected<Hint, std::string> hint_for_parent(pid_t pid, uid_t uid,
+                                            const std::string& proc = "/proc");
 
 // The file's text for the book of `mountpoint` written while the machine runs boot `boot`
 // (read_boot_id), and back (pure). A hint whose environment and folder take more than
@@ -84,6 +92,10 @@ class HintBook {
   Expected<void, std::string> put(Hint hint);
   // The hint of process `pid` if it is still that process's (its start time and user).
   std::optional<Hint> find(pid_t pid, std::uint64_t start_time, uid_t uid) const;
+  // The hint of `process`, or of the shell it was forked from without an exec since: a shell
+  // may expand a glob in a child it forked for the command (zsh does for external commands,
+  // bash in pipelines and subshells), and such a child shows the same stale environment.
+  std::optional<Hint> find_for(const CallerProcess& process) const;
   bool empty() const;
   std::size_t size() const;
 

@@ -14,7 +14,7 @@ namespace {
 constexpr std::size_t kMaxConfig = 64 << 10;
 constexpr std::size_t kMaxLibc = 16 << 20;
 // Folders of PATH and PYTHONPATH looked at: each costs a few system calls in the daemon, and a
-// process names as many as it likes (a 128 KiB PATH cost 0.1 s of CPU per detection).
+// process names as many as it likes (a 128 KiB PATH costs 0.1 s of CPU per detection).
 constexpr std::size_t kMaxSearchDirs = 64;
 
 std::string base_name(const std::string& path) {

@@ -3,12 +3,14 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -48,7 +50,31 @@ class Fd {
   int fd_;
 };
 
+long system_openat2(int dirfd, const char* path, void* how, std::size_t size) {
+  return ::syscall(SYS_openat2, dirfd, path, how, size);
+}
+
+std::atomic<Openat2Fn> g_openat2{nullptr};
+std::atomic<bool> g_no_openat2{false};  // ENOSYS seen: the kernel or a filter lacks it for good
+std::atomic<bool> g_said{false};        // the fallback was logged
+
+// Whether openat2's error `err` means the call itself is refused: then walk instead.
+bool refused_call(int err) {
+  if (err == ENOSYS) g_no_openat2.store(true, std::memory_order_relaxed);
+  if (err != ENOSYS && err != EPERM) return false;
+  if (!g_said.exchange(true)) {
+    spdlog::info("openat2(2) fails with {} here: a caller's paths are walked one name at a time",
+                 err == ENOSYS ? "ENOSYS" : "EPERM");
+  }
+  return true;
+}
+
 }  // namespace
+
+void set_openat2_for_testing(Openat2Fn fn) {
+  g_openat2 = fn;
+  g_no_openat2 = false;
+}
 
 std::string normalize_path(const std::string& path) {
   std::vector<std::string> out;
@@ -114,6 +140,7 @@ bool RootFs::refused(int fd) const {
 
 int RootFs::open_in(const std::string& path, int flags, bool follow_last) const {
   if (fd_ < 0) return -1;
+  if (g_no_openat2.load(std::memory_order_relaxed)) return walk_in(path, flags, follow_last);
   std::string rel = normalize_path(path).substr(1);
   if (rel.empty()) rel = ".";
   open_how how{};
@@ -122,9 +149,10 @@ int RootFs::open_in(const std::string& path, int flags, bool follow_last) const 
   // Without a refused filesystem, or on the root's own one (no mount point crossed: the
   // common case, one system call), the kernel resolves the whole path.
   if (refused_) how.resolve |= RESOLVE_NO_XDEV;
-  const long fd = ::syscall(SYS_openat2, fd_, rel.c_str(), &how, sizeof how);
+  const Openat2Fn call = g_openat2.load();
+  const long fd = (call != nullptr ? call : system_openat2)(fd_, rel.c_str(), &how, sizeof how);
   if (fd >= 0) return static_cast<int>(fd);
-  if (refused_ && errno == EXDEV) return walk_in(path, flags, follow_last);
+  if ((refused_ && errno == EXDEV) || refused_call(errno)) return walk_in(path, flags, follow_last);
   return -1;
 }
 

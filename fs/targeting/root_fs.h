@@ -1,15 +1,18 @@
 #pragma once
 // Files of another process's world, read from the daemon: paths are resolved inside a root
 // directory (a caller's /proc/PID/root, a container's) the way that process would resolve
-// them, never escaping it (openat2 RESOLVE_IN_ROOT, symlinks resolved in the root, no magic
-// links). Only reading: nothing found here is ever executed or loaded. Every file is opened
-// without blocking (a FIFO planted where a version file should be cannot stall the daemon),
-// must be a regular file, and is read up to a bound.
+// them, never escaping it: symlinks resolve in the root, ".." stops at it, magic links are not
+// followed. The kernel does it in one call (openat2 RESOLVE_IN_ROOT); where openat2 is refused
+// (ENOSYS before Linux 5.6 or under a seccomp filter such as systemd's RestrictSUIDSGID=,
+// EPERM under others) the path is walked one component at a time with the same guarantees.
+// Only reading: nothing found here is ever executed or loaded. Every file is opened without
+// blocking (a FIFO planted where a version file should be cannot stall the daemon), must be a
+// regular file, and is read up to a bound.
 //
 // A root can refuse one filesystem (the mount's own, by device): a path that leads into it, by
 // a folder, a symlink or a bind mount, is not followed, and the kernel is never asked to look
 // up a name inside it. The daemon answers its own FUSE requests: a request thread that walked
-// into its own mount would wait for the very entry it is answering (issue 21).
+// into its own mount would wait for the very entry it is answering.
 
 #include <sys/types.h>
 
@@ -71,7 +74,7 @@ class RootFs {
   // An fd of `path` inside the root (O_PATH unless flags say otherwise), or -1.
   int open_in(const std::string& path, int flags, bool follow_last) const;
   // The same, one component at a time, checking the filesystem of each: for paths that cross
-  // a mount point.
+  // a mount point, and where openat2 is refused.
   int walk_in(const std::string& path, int flags, bool follow_last) const;
   bool refused(int fd) const;
 
@@ -79,6 +82,11 @@ class RootFs {
   std::optional<dev_t> refused_;
   mutable bool met_refused_ = false;
 };
+
+// The openat2(2) call RootFs makes, replaceable for tests (null: the system call). One that
+// fails with ENOSYS or EPERM stands for a kernel or a seccomp filter that refuses openat2.
+using Openat2Fn = long (*)(int dirfd, const char* path, void* how, std::size_t size);
+void set_openat2_for_testing(Openat2Fn fn);
 
 // "/a/b/../c" style clean-up of an absolute path (no filesystem access): "." and ".."
 // segments folded, repeated slashes removed; ".." above "/" stays at "/".

@@ -3,7 +3,7 @@
 // CUDA, Python tag), each with its value and where it came from, or why it is missing; the
 // platform (machine and libc) and the wheel tags the target Python accepts.
 //
-// A process's target is composed from facts read elsewhere (caller_targets.h: its
+// A process's target is composed from facts read elsewhere (caller_resolver.h: its
 // interpreter's files, the GPUs it may use) and the mount's overrides; a key's target comes
 // from the key alone (key.h).
 

@@ -11,38 +11,46 @@ bool ends_with_whl(const std::string& name) {
   return name.size() > 4 && name.compare(name.size() - 4, 4, ".whl") == 0;
 }
 
+// The node whose content `n` shows: its alias, or itself.
+const ns::Node& shown_by(const ns::Node& n) {
+  const auto* f = n.as<ns::Node::SyntheticFile>();
+  return f != nullptr && f->alias ? *f->alias : n;
+}
+
 }  // namespace
 
 std::optional<reader::FileContent> content_of(const ns::Node& node) {
-  const ns::Node* n = &node;
-  if (n->kind == ns::NodeKind::kSyntheticFile && n->alias) n = n->alias.get();
-  if (n->kind != ns::NodeKind::kFile) return std::nullopt;
-  auto id = cache::ContentId::of(n->entry);
+  const auto* f = shown_by(node).as<ns::Node::File>();
+  if (f == nullptr) return std::nullopt;
+  auto id = cache::ContentId::of(f->entry);
   if (!id) return std::nullopt;
-  return reader::FileContent{n->commit, n->entry.path, n->entry.size, *id};
+  return reader::FileContent{f->commit, f->entry.path, f->entry.size, *id};
 }
 
 Filesystem::Filesystem(ns::Namespace& names, reader::Reader& reader, FilesystemConfig config)
     : names_(names), reader_(reader), config_(std::move(config)) {}
 
 std::string Filesystem::report_of(const ns::Node& node, const Caller& caller) {
-  const std::string& folder_report = node.bytes ? *node.bytes : std::string();
-  return callers_ != nullptr ? callers_->report(caller, node.key, folder_report) : folder_report;
+  const auto* r = node.as<ns::Node::Report>();
+  const std::string folder_report = r != nullptr && r->folder_report ? *r->folder_report : "";
+  return callers_ != nullptr ? callers_->report(caller, r != nullptr ? r->key : "", folder_report)
+                             : folder_report;
 }
 
 void Filesystem::per_caller_attr(const ns::Node& node, ns::Attr& attr, const Caller& caller) {
-  if (!node.per_caller) return;
+  const auto* report = node.as<ns::Node::Report>();
+  if (!node.per_caller()) return;
   // Sizes as far as they are known now (0 until then): a link is read whole whatever its
   // size, and a report is read with direct I/O, up to its end.
   attr.size = 0;
   if (callers_ == nullptr) {
-    if (node.kind != ns::NodeKind::kSymlink && node.bytes) attr.size = node.bytes->size();
+    if (report != nullptr) attr.size = node.size();
     return;
   }
-  if (node.kind == ns::NodeKind::kSymlink) {
+  if (report == nullptr) {
     if (const auto l = callers_->link_now(caller)) attr.size = l->size();
-  } else if (const auto r =
-                 callers_->report_now(caller, node.key, node.bytes ? *node.bytes : std::string())) {
+  } else if (const auto r = callers_->report_now(
+                 caller, report->key, report->folder_report ? *report->folder_report : "")) {
     attr.size = r->size();
   }
 }
@@ -59,7 +67,7 @@ Expected<ns::Attr, FsErr> Filesystem::lookup(Ino parent, const std::string& name
 
 bool Filesystem::absence_is_pinned(Ino parent) {
   auto node = names_.node(parent);
-  return node && (*node)->kind == ns::NodeKind::kDir;
+  return node && (*node)->kind() == ns::NodeKind::kDir;
 }
 
 Expected<ns::Attr, FsErr> Filesystem::getattr(Ino ino, const Caller& caller) {
@@ -74,7 +82,7 @@ Expected<ns::Attr, FsErr> Filesystem::getattr(Ino ino, const Caller& caller) {
 Expected<std::string, FsErr> Filesystem::readlink(Ino ino, const Caller& caller) {
   auto node = names_.node(ino);
   if (!node) return unexpected(node.error());
-  if ((*node)->kind != ns::NodeKind::kSymlink) {
+  if ((*node)->kind() != ns::NodeKind::kSymlink) {
     return unexpected(FsErr{FsErrorKind::kInvalid, "not a symbolic link"});
   }
   if (callers_ == nullptr) return unexpected(FsErr{FsErrorKind::kNotFound, (*node)->name});
@@ -86,7 +94,10 @@ Expected<std::unique_ptr<DirHandle>, FsErr> Filesystem::opendir(Ino ino) {
   if (!entries) return unexpected(entries.error());
   auto h = std::make_unique<DirHandle>();
   h->entries = std::move(entries).value();
-  if (auto node = names_.node(ino)) h->cacheable = !(*node)->make_missing;
+  if (auto node = names_.node(ino)) {
+    const auto* made = (*node)->as<ns::Node::SyntheticDir>();
+    h->cacheable = made == nullptr || !made->make_missing;
+  }
   return h;
 }
 
@@ -100,11 +111,11 @@ Expected<std::unique_ptr<FileHandle>, FsErr> Filesystem::open(Ino ino, bool for_
   h->node = *node;
   if (auto content = content_of(**node)) {
     h->remote = reader_.open(*content, ends_with_whl((*node)->name));
-  } else if ((*node)->per_caller) {
+  } else if ((*node)->per_caller()) {
     h->bytes = std::make_shared<const std::string>(report_of(**node, caller));
     h->direct_io = true;
-  } else {
-    h->bytes = (*node)->bytes;
+  } else if (const auto* f = (*node)->as<ns::Node::SyntheticFile>()) {
+    h->bytes = f->bytes;
   }
   return h;
 }
@@ -151,16 +162,16 @@ Expected<std::vector<std::string>, FsErr> Filesystem::listxattr(Ino ino) {
     return names;
   }
   const ns::Node& n = **node;
-  const ns::Node* target = n.alias ? n.alias.get() : &n;
+  const ns::Node& shown = shown_by(n);
   std::vector<std::string> names;
-  if (target->kind == ns::NodeKind::kFile || target->kind == ns::NodeKind::kDir) {
+  if (const auto* remote = shown.remote()) {
     names = {p + "path", p + "commit"};
-    if (target->kind == ns::NodeKind::kFile) {
+    if (shown.kind() == ns::NodeKind::kFile) {
       names.push_back(p + "oid");
-      if (target->entry.is_lfs()) names.push_back(p + "sha256");
+      if (remote->entry.is_lfs()) names.push_back(p + "sha256");
     }
   }
-  if (n.alias) names.push_back(p + "source");
+  if (&shown != &n) names.push_back(p + "source");
   return names;
 }
 
@@ -187,15 +198,14 @@ Expected<std::string, FsErr> Filesystem::getxattr(Ino ino, const std::string& na
     return unexpected(FsErr{FsErrorKind::kNoAttr, name});
   }
   const ns::Node& n = **node;
-  const ns::Node* target = n.alias ? n.alias.get() : &n;
-  const bool remote = target->kind == ns::NodeKind::kFile || target->kind == ns::NodeKind::kDir;
-  if (remote && key == "path") return target->entry.path;
-  if (remote && key == "commit") return target->commit;
-  if (target->kind == ns::NodeKind::kFile && key == "oid") return target->entry.oid;
-  if (target->kind == ns::NodeKind::kFile && key == "sha256" && target->entry.is_lfs()) {
-    return target->entry.lfs_sha256;
-  }
-  if (n.alias && key == "source") return target->entry.path;
+  const ns::Node& shown = shown_by(n);
+  const auto* remote = shown.remote();
+  const bool file = shown.kind() == ns::NodeKind::kFile;
+  if (remote != nullptr && key == "path") return remote->entry.path;
+  if (remote != nullptr && key == "commit") return remote->commit;
+  if (file && key == "oid") return remote->entry.oid;
+  if (file && key == "sha256" && remote->entry.is_lfs()) return remote->entry.lfs_sha256;
+  if (&shown != &n && remote != nullptr && key == "source") return remote->entry.path;
   return unexpected(FsErr{FsErrorKind::kNoAttr, name});
 }
 

@@ -29,7 +29,7 @@ struct Caller {
   gid_t gid = 0;
 };
 
-// Answers for what depends on who asks (ns::Node::per_caller): where `current` leads and what a
+// Answers for what depends on who asks (ns::Node::per_caller()): where `current` leads and what a
 // .target report says to the process that reads it.
 class CallerViews {
  public:
@@ -76,8 +76,9 @@ struct FsStats {
 };
 
 struct FilesystemConfig {
-  // A read fails once the downloads it needs made no progress for this long.
-  std::chrono::seconds read_timeout{30};
+  // A read fails once the downloads it needs made no progress for this long (the mount's
+  // read_timeout).
+  std::chrono::seconds read_timeout{};
   std::string repo;
   std::string revision;
   std::uint64_t cache_cap = 0;
@@ -133,7 +134,7 @@ class Filesystem {
   CallerViews* callers_ = nullptr;
 };
 
-// The content a remote file node reads (a current/ entry reads its alias).
+// The content a remote file node reads (a wheel of a target folder reads its alias's).
 std::optional<reader::FileContent> content_of(const ns::Node& node);
 
 }  // namespace whfs

@@ -1,8 +1,8 @@
 #pragma once
 // A wheel's RECORD (PEP 376 / PEP 427): one CSV line per file of the wheel, "path,hash,size",
 // the hash as "sha256=<urlsafe base64, no padding>"; RECORD's own line (and signature files')
-// leaves hash and size empty. Parsed whole, with CSV quoting, for both readers: fs/wheel's
-// record_sha256 looks one member up, publishing (fs/publish) checks every member. Pure.
+// leaves hash and size empty. Parsed whole, with CSV quoting, for both readers: record_sha256
+// (wheel_metadata.h) looks one member up for fs/index, fs/check checks every member. Pure.
 
 #include <cstdint>
 #include <optional>

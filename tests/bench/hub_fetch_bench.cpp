@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
   }
   spdlog::set_level(spdlog::level::warn);
   HubClientConfig cfg;
-  cfg.endpoint = argv[1];
+  cfg.transport.endpoint = argv[1];
   cfg.repo = *parse_repo_ref(argv[2]);
   const std::string path = argv[3];
   const std::uint64_t size = std::stoull(argv[4]);

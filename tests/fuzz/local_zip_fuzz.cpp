@@ -1,4 +1,4 @@
-// Fuzzes fs/publish's LocalZip and MemberReader (what `wheelhouse check` and `publish` read a
+// Fuzzes fs/check's LocalZip and MemberReader (what `wheelhouse check` and `publish` read a
 // wheel with) over bytes that stand for a whole wheel file: its directory, each member held
 // (with a bounded declared size), streamed, and read at random places from restart points. Any
 // crash or sanitizer report is a bug; so are more bytes given than a member declares, and a
@@ -12,7 +12,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "fs/publish/local_zip.h"
+#include "fs/check/local_zip.h"
 
 namespace {
 
@@ -21,7 +21,7 @@ constexpr std::uint64_t kMaxHeld = 1 << 20;
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  using namespace whfs::publish;
+  using namespace whfs::check;
   const int fd = ::memfd_create("wheel", MFD_CLOEXEC);
   if (fd < 0) std::abort();
   if (::write(fd, data, size) != static_cast<ssize_t>(size)) std::abort();

@@ -93,8 +93,10 @@ class Mount:
         opts = [f"endpoint={hub_url}", f"cache_dir={self.cache_dir}"]
         # The hooked shells' hints in the test's own folder (the daemon's default is
         # /run/wheelhouse-fs, the machine's), unless the test names one.
+        # (Beside the work folder, not in it: a test may make that folder open to everyone,
+        # and the daemon refuses a state folder others could change.)
         if not any(str(o).startswith("state_dir=") for o in options):
-            opts.append(f"state_dir={os.path.join(workdir, 'state')}")
+            opts.append(f"state_dir={workdir.rstrip('/')}-state")
         opts += list(options)
         cmd = [BINARY, "-o", ",".join(opts), repo, self.mountpoint]
         self.env = dict(os.environ, **(env or {}))

@@ -160,20 +160,25 @@ def base_image(deb):
     return _locked(make)
 
 
+def _hash_files(h, src):
+    """Adds the names, sizes, modes and contents of the files of `src` (a file or a folder)."""
+    for dirpath, dirnames, filenames in os.walk(src) if os.path.isdir(src) else [("", [], [src])]:
+        dirnames.sort()
+        for f in sorted(filenames):
+            p = os.path.join(dirpath, f)
+            st = os.lstat(p)
+            h.update(f"{os.path.relpath(p, src)}:{st.st_size}:{st.st_mode}".encode())
+            if os.path.isfile(p) and not os.path.islink(p):
+                with open(p, "rb") as fh:
+                    h.update(hashlib.sha256(fh.read()).digest())
+
+
 def layered(base, files, env=None, name="layer"):
     """An image `base` + COPY of each (host path, image path) + ENV, tagged by their hash."""
     h = hashlib.sha256(base.encode())
     for src, dst in files:
         h.update(dst.encode())
-        for dirpath, dirnames, filenames in os.walk(src) if os.path.isdir(src) else [("", [], [src])]:
-            dirnames.sort()
-            for f in sorted(filenames):
-                p = os.path.join(dirpath, f)
-                st = os.lstat(p)
-                h.update(f"{os.path.relpath(p, src)}:{st.st_size}:{st.st_mode}".encode())
-                if os.path.isfile(p) and not os.path.islink(p):
-                    with open(p, "rb") as fh:
-                        h.update(hashlib.sha256(fh.read()).digest())
+        _hash_files(h, src)
     for k, v in sorted((env or {}).items()):
         h.update(f"{k}={v}".encode())
     tag = f"localhost/whfs-test-{name}:{h.hexdigest()[:12]}"
@@ -208,6 +213,37 @@ def with_package(base, deb):
         return layered(base, [(root, "/")], name="pkg")
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+BUILD_IMAGE = os.path.join(mounttest.SOURCE_DIR, "tools", "kubernetes", "build-image.sh")
+
+
+def plugin_image(base, deb):
+    """The wheelhouse-csi image as README builds it: tools/kubernetes/build-image.sh, which runs
+    `dpkg -i` of the .deb on `base` (it has the .deb's dependencies: no network), tagged
+    localhost/whfs-test-plugin:<hash of the base, the .deb's files and the recipe>."""
+    root = tempfile.mkdtemp(prefix="deb-", dir=WORK)
+    try:
+        subprocess.run(["dpkg-deb", "-x", deb, root], check=True)
+        h = hashlib.sha256(base.encode())
+        _hash_files(h, root)
+        _hash_files(h, BUILD_IMAGE)
+        _hash_files(h, os.path.join(os.path.dirname(BUILD_IMAGE), "Containerfile"))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    tag = f"localhost/whfs-test-plugin:{h.hexdigest()[:12]}"
+
+    def make():
+        if _exists(tag):
+            return tag
+        r = subprocess.run([BUILD_IMAGE, "--network", "none", "--no-pull", "--tag", tag, base, deb],
+                           env=dict(ENV, ENGINE="podman"), capture_output=True, text=True,
+                           timeout=600)
+        assert r.returncode == 0 and r.stdout.strip() == tag, \
+            f"build-image.sh failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+        return tag
+
+    return _locked(make)
 
 
 def torch_files(version, cuda):

@@ -6,9 +6,10 @@ volume; publish twice, an incompatible publish, bad volume_context, unpublish of
 path, the plugin killed and started again between publish and unpublish, and the daemon's end
 with its last target. CsiTenants: one pod neither stalls nor steers another (a publish onto a
 running daemon answers while another volume's daemon waits on the Hub, a restart during that
-start leaves no daemon behind, the admin's options win, offline and the daemon cap). The gRPC
-client is Debian's python3-grpcio, with messages that protoc generates from
-tools/csi/csi.proto.
+start leaves no daemon behind, the admin's options win, offline and the daemon cap, and an
+unpublish that ends when its daemon does not). Each daemon runs in a cgroup of its own under the
+class's --cgroup-parent, which goes with its last target. The gRPC client is Debian's
+python3-grpcio, with messages that protoc generates from tools/csi/csi.proto.
 """
 import os
 
@@ -51,6 +52,48 @@ def daemon_processes(state_dir, repo=None):
                 and argv[-1].startswith(state_dir + os.sep) and repo in (None, argv[-2])):
             found[int(pid)] = argv
     return found
+
+
+def cgroup_hierarchies(root="/sys/fs/cgroup"):
+    """The cgroup mounts daemons go in: root itself (v2), or the hierarchies in it (v1, and a
+    hybrid's unified tree)."""
+    out = set()
+    with open("/proc/self/mountinfo", encoding="utf-8") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            point, fstype = left.split()[4], right.split()[0]
+            if fstype in ("cgroup", "cgroup2") and root in (point, os.path.dirname(point)):
+                out.add(point)
+    return sorted(out)
+
+
+def cgroups_left(parent):
+    """The folders of `parent` (a --cgroup-parent) in any hierarchy."""
+    return [os.path.join(h, parent) for h in cgroup_hierarchies()
+            if os.path.exists(os.path.join(h, parent))]
+
+
+def remove_cgroups(parent):
+    """What a failed test left of `parent`'s cgroups (deepest first; none with a process)."""
+    for top in cgroups_left(parent):
+        for dirpath, _, _ in os.walk(top, topdown=False):
+            try:
+                os.rmdir(dirpath)
+            except OSError:
+                pass
+
+
+def cgroup_paths(pid):
+    """The process's cgroup in each of its hierarchies."""
+    with open(f"/proc/{pid}/cgroup", encoding="utf-8") as f:
+        return [line.rstrip("\n").split(":", 2)[2] for line in f if line.strip()]
+
+
+def close_quietly(fd):
+    try:
+        os.close(fd)
+    except OSError:
+        pass
 
 
 def load_messages(out):
@@ -113,6 +156,8 @@ class PluginCase(MountedTestCase):
         cls.kubelet_dir = os.path.join(cls.tmp, "kubelet")
         cls.plugin_log = os.path.join(cls.tmp, "plugin.log")
         cls.plugin = None
+        # The daemons' cgroups: the class's own, removed with its last daemon.
+        cls.cgroup_parent = "whfs-test-" + os.path.basename(cls.tmp)
 
     @classmethod
     def tearDownClass(cls):
@@ -128,6 +173,8 @@ class PluginCase(MountedTestCase):
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        wait_for(lambda: not daemon_processes(cls.state), timeout=10)
+        remove_cgroups(cls.cgroup_parent)
         super().tearDownClass()
 
     @classmethod
@@ -138,7 +185,7 @@ class PluginCase(MountedTestCase):
         cls.plugin = subprocess.Popen(
             [PLUGIN, "--csi-address", "unix://" + cls.socket, "--state-dir", cls.state,
              "--cache-dir", cls.cache, "--node-id", "node-1", "--allow-endpoint", cls.hub.hub,
-             *cls.plugin_args],
+             "--cgroup-parent", cls.cgroup_parent, "--watch-interval", "1", *cls.plugin_args],
             stdout=log, stderr=subprocess.STDOUT,
             env=dict(os.environ, FAKE_CUDA_DEVICES="8.9,8.6", HF_TOKEN="hf_the_plugins_own"))
         log.close()
@@ -253,10 +300,12 @@ class Csi(ContainerImages, PluginCase):
         self.kubelet.publish("vol-a", ta, self.context())  # again: OK, nothing new
         daemons = self.daemons()
         self.assertEqual(len(daemons), 1, daemons)
-        (d,) = daemons.values()
+        (key, d), = daemons.items()
         self.assertEqual(d["targets"], {ta: "vol-a", tb: "vol-b"})
         pid = d["pid"]
         self.assertTrue(os.path.exists(f"/proc/{pid}"))
+        # Out of the plugin's cgroups, in every hierarchy: in the node's cgroup of its own.
+        self.assertEqual(set(cgroup_paths(pid)), {f"/{self.cgroup_parent}/{key}"})
         self.assertTrue(mounttest.is_mounted(ta) and mounttest.is_mounted(tb))
         # Read-only, whatever the pod asks.
         with self.assertRaises(OSError):
@@ -289,6 +338,7 @@ class Csi(ContainerImages, PluginCase):
         self.assertTrue(wait_for(lambda: not os.path.exists(f"/proc/{pid}"), timeout=30),
                         "the daemon outlived its last target")
         self.assertEqual(self.daemons(), {})
+        self.assertEqual(cgroups_left(self.cgroup_parent), [], "the daemon's cgroup was left")
 
     def test_4_the_token_comes_from_the_secret_and_is_never_shown(self):
         t = self.target("pod-token")
@@ -489,6 +539,28 @@ class CsiTenants(PluginCase):
         self.assertEqual(daemon_processes(self.state, SLOW_REPO), {},
                          "the daemon of the start that timed out goes on starting")
         self.assertEqual(self.daemons(), {})
+
+    def test_6_an_unpublish_ends_when_its_daemon_does_not(self):
+        t = self.target("t6")
+        self.kubelet.publish("vol-6", t, self.context())
+        (d,) = self.daemons().values()
+        pid = d["pid"]
+        # A file open in the target (its plain unmount is EBUSY), and a daemon that answers
+        # nothing, not even SIGTERM.
+        some = sorted(p for p in self.manifest["files"] if p.endswith(".whl"))[0]
+        fd = os.open(os.path.join(t, some), os.O_RDONLY)
+        self.addCleanup(close_quietly, fd)  # its daemon is gone: the close's flush fails
+        os.kill(pid, signal.SIGSTOP)
+        self.addCleanup(lambda: os.path.exists(f"/proc/{pid}") and os.kill(pid, signal.SIGKILL))
+        self.kubelet.unpublish("vol-6", t)
+        self.assertFalse(mounttest.is_mounted(t))
+        self.assertFalse(os.path.exists(t))
+        self.assertEqual(daemon_processes(self.state), {})
+        log = self.log()
+        self.assertIn(f"{t} is busy (a file open in it): detached lazily", log)
+        self.assertIn(f"daemon pid {pid} on {d['mnt']} still runs 3 s after SIGTERM: SIGKILL", log)
+        self.assertEqual(self.daemons(), {})
+        self.assertEqual(cgroups_left(self.cgroup_parent), [])
 
 if __name__ == "__main__":
     images.main("the CSI tests", PLUGIN)

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Mounted tests of running it for real (issue #7): the `wheelhouse` CLI against a live mount
-and its cache, the site cache shared by two mounts, and the demo."""
+and its cache, the site cache shared by two mounts, and `tools/dev.sh try`."""
 import glob
 import json
 import os
 import subprocess
+import sys
 
 import mounttest
-from mounttest import REPO, FakeHub, Mount, MountedTestCase, sha256_file, wait_for
+from mounttest import is_mounted, REPO, FakeHub, Mount, MountedTestCase, sha256_file, wait_for
 
 CLI = os.path.join(mounttest.BUILD_DIR, "tools", "wheelhouse")
 SITE_CACHE = os.path.join(mounttest.SOURCE_DIR, "tools", "site-cache", "run-site-cache.sh")
@@ -162,17 +163,37 @@ class SiteCache(MountedTestCase):
         self.assertFalse([e for e in log if e["server"] == "cdn" and e["auth"]])
 
 
-class Demo(MountedTestCase):
+class Try(MountedTestCase):
     profile = "small"
 
-    def test_the_demo_runs_end_to_end_and_cleans_up(self):
-        before = set(glob.glob("/tmp/wheelhouse-demo-*"))
-        r = subprocess.run([os.path.join(mounttest.SOURCE_DIR, "tools", "demo.sh")],
-                           capture_output=True, text=True, timeout=300,
-                           env=dict(os.environ, WHFS_BUILD_DIR=mounttest.BUILD_DIR))
+    def test_try_leaves_a_mount_a_venv_installs_from_until_it_is_stopped(self):
+        root = self.scratch("try")
+        env = dict(os.environ, WHFS_BUILD_DIR=mounttest.BUILD_DIR, WHEELHOUSE_TRY=root)
+        script = os.path.join(mounttest.SOURCE_DIR, "tools", "dev", "try.sh")
+        self.addCleanup(subprocess.run, [script, "stop"], env=env, capture_output=True)
+        r = subprocess.run([script], capture_output=True, text=True, timeout=300, env=env)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        self.assertIn("imported flash_attn from flash_attn/sm89/torch2.9-cu128", r.stdout)
-        self.assertEqual(set(glob.glob("/tmp/wheelhouse-demo-*")), before)
+        mnt = os.path.join(root, "mnt")
+        self.assertIn(f"mounted on {mnt}", r.stdout)
+        self.assertTrue(is_mounted(mnt))
+        venv = os.path.join(self.scratch("venv"), "v")
+        r = subprocess.run([sys.executable, "-m", "venv", venv], capture_output=True, text=True,
+                           timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        wheels = glob.glob(os.path.join(mnt, "current", "flash_attn", "*.whl"))
+        self.assertEqual(len(wheels), 1, wheels)
+        r = subprocess.run([os.path.join(venv, "bin", "pip"), "install", "--no-index", "--no-deps",
+                            "--disable-pip-version-check"] + wheels, capture_output=True,
+                           text=True, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        r = subprocess.run([os.path.join(venv, "bin", "python"), "-c",
+                            "import flash_attn; print(flash_attn.where())"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.stdout.strip(), "flash_attn/sm89/torch2.9-cu128", r.stderr)
+        r = subprocess.run([script, "stop"], capture_output=True, text=True, timeout=120, env=env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertFalse(is_mounted(mnt))
+        self.assertFalse(os.path.exists(root))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 #pragma once
-// Zips as wheels are written, for the tests of the code that reads them (fs/wheel's ranged
-// reader, fs/publish's wheel checks): members stored or deflated, a local extra field the
+// Zips as wheels are written, for the tests of the code that reads them (fs/wheel's zip reader,
+// fs/check's wheel checks): members stored or deflated, a local extra field the
 // reader must skip, an archive comment, the zip64 end records.
 
 #include <zlib.h>

@@ -1,6 +1,6 @@
 // wheelhouse check: whether wheels built here run on a target (this machine's, or a key's),
 // from their shared objects: their GPU code, the torch symbols they import, the glibc they
-// need (fs/publish/run_check.h). `publish` runs the same check before it uploads anything.
+// need (fs/check/run_check.h). `publish` runs the same check before it uploads anything.
 
 #include <cstdio>
 #include <filesystem>
@@ -8,8 +8,8 @@
 #include <optional>
 #include <string>
 
-#include "fs/publish/plan.h"
-#include "fs/publish/run_check.h"
+#include "fs/check/plan.h"
+#include "fs/check/run_check.h"
 #include "fs/targeting/wheel_name.h"
 #include "tools/cli/cli_commands.h"
 #include "tools/cli/cli_target.h"
@@ -41,9 +41,9 @@ int run_check(const CheckOptions& o) {
     const std::string file_name = std::filesystem::path(wheel).filename();
     const auto name = target::parse_wheel_name(file_name);
     std::optional<std::string> misfit =
-        name ? publish::misfit(*name, t->target)
+        name ? check::misfit(*name, t->target)
              : std::optional<std::string>("not a wheel file name (PEP 427)");
-    auto r = publish::check_runs(wheel, (*setup)->run);
+    auto r = check::check_runs(wheel, (*setup)->run);
     if (!r) {
       std::fprintf(stderr, "wheelhouse check: %s\n", r.error().c_str());
       code = kFailed;
@@ -51,14 +51,14 @@ int run_check(const CheckOptions& o) {
     }
     if ((!r->runs() || misfit) && code == kOk) code = kWheelRefused;
     if (o.json) {
-      auto j = publish::to_json(*r);
+      auto j = check::to_json(*r);
       if (misfit) {
         j["tags"] = *misfit;
         j["runs"] = false;
       }
       all.push_back(std::move(j));
     } else {
-      std::string text = publish::format_report(*r);
+      std::string text = check::format_report(*r);
       if (misfit) {
         // The verdict line last, as the report writes it.
         const auto last = text.rfind("  verdict:");

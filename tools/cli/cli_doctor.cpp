@@ -214,9 +214,9 @@ void check_hub(Report& r, const std::string& repo_text, const std::string& endpo
     return;
   }
   hub::HubClientConfig hc;
-  hc.endpoint = hub::resolve_endpoint(endpoint_option);
+  hc.transport.endpoint = hub::resolve_endpoint(endpoint_option);
+  hc.transport.retry.max_attempts = 2;
   hc.repo = *repo;
-  hc.retry.max_attempts = 2;
   auto client = hub::make_hub_client(hc);
   const auto t0 = Clock::now();
   auto rev = client->resolve_revision("main", Clock::now() + std::chrono::seconds(15));
@@ -225,14 +225,14 @@ void check_hub(Report& r, const std::string& repo_text, const std::string& endpo
                                                             : std::getenv("https_proxy");
   const std::string via = proxy != nullptr && *proxy != '\0' ? " via the proxy in HTTPS_PROXY" : "";
   if (!rev) {
-    r.add(Verdict::kFail, "hub", hc.endpoint + via + ": " + rev.error().describe(),
+    r.add(Verdict::kFail, "hub", hc.transport.endpoint + via + ": " + rev.error().describe(),
           "check the network or the proxy (-o proxy=, HTTPS_PROXY), HF_ENDPOINT, and the "
           "repository's name");
     return;
   }
   r.add(Verdict::kPass, "hub",
-        hc.endpoint + via + ": " + repo->id + "@main is " + rev->commit.substr(0, 12) + " (" +
-            std::to_string(ms) + " ms)");
+        hc.transport.endpoint + via + ": " + repo->id + "@main is " + rev->commit.substr(0, 12) +
+            " (" + std::to_string(ms) + " ms)");
 }
 
 void check_gpus(Report& r) {

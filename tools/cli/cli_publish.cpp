@@ -14,21 +14,21 @@
 #include <string>
 #include <vector>
 
+#include "fs/check/plan.h"
+#include "fs/check/run_check.h"
+#include "fs/check/wheel_check.h"
 #include "fs/common/units.h"
 #include "fs/common/version.h"
 #include "fs/hub/hub_client.h"
 #include "fs/publish/hub_writer.h"
-#include "fs/publish/plan.h"
 #include "fs/publish/publisher.h"
-#include "fs/publish/run_check.h"
-#include "fs/publish/wheel_check.h"
 #include "tools/cli/cli_commands.h"
 #include "tools/cli/cli_target.h"
 
 namespace whfs::cli {
 namespace {
 
-using publish::Action;
+using check::Action;
 using publish::PublishError;
 
 constexpr const char* kDefaultRepo = "DoctorPopi/python_wheelhouse";
@@ -62,39 +62,39 @@ Expected<publish::WriterConfig, Failure> writer_config(const PublishOptions& o,
   auto ref = hub::parse_repo_ref(repo);
   if (!ref) return unexpected(Failure{kUsage, ref.error()});
   publish::WriterConfig c;
-  c.endpoint = hub::resolve_endpoint(o.endpoint);
+  c.transport.endpoint = hub::resolve_endpoint(o.endpoint);
+  c.transport.token_file = o.token_file;
+  c.transport.http.low_speed_time = std::chrono::seconds(o.stall_timeout);
   c.repo = *ref;
-  c.token_file = o.token_file;
-  c.http.low_speed_time = std::chrono::seconds(o.stall_timeout);
   return c;
 }
 
+// The client that reads what the Hub holds before the writer sends anything: the same
+// transport settings.
 hub::HubClientConfig reader_config(const publish::WriterConfig& w) {
   hub::HubClientConfig c;
-  c.endpoint = w.endpoint;
+  c.transport = w.transport;
   c.repo = w.repo;
-  c.token_file = w.token_file;
-  c.http.low_speed_time = w.http.low_speed_time;
   return c;
 }
 
 // Every wheel checked and placed; each refusal is one line, and all of them are reported.
 Expected<std::vector<publish::PublishItem>, Failure> check_wheels(
     const std::vector<std::string>& files, const target::Target& t,
-    const publish::TargetFolder& folder) {
+    const check::TargetFolder& folder) {
   std::vector<publish::PublishItem> items;
   std::string refused;
   for (const auto& file : files) {
-    auto wheel = publish::inspect_wheel(file);
+    auto wheel = check::inspect_wheel(file);
     if (!wheel) {
       refused += (refused.empty() ? "" : "\n") + wheel.error();
       continue;
     }
-    if (auto why = publish::misfit(wheel->name, t)) {
+    if (auto why = check::misfit(wheel->name, t)) {
       refused += (refused.empty() ? "" : "\n") + wheel->file_name + ": " + *why;
       continue;
     }
-    const std::string path = publish::repo_path(*wheel, folder);
+    const std::string path = check::repo_path(*wheel, folder);
     items.push_back({std::move(*wheel), path});
   }
   if (!refused.empty()) {
@@ -112,8 +112,8 @@ Expected<void, Failure> check_runs(const std::vector<publish::PublishItem>& item
   if (!setup) return unexpected(setup.error());
   std::string refused;
   for (const auto& item : items) {
-    publish::LocalZip zip(item.wheel.file);
-    auto r = publish::check_runs(zip, item.wheel.file_name, (*setup)->run);
+    check::LocalZip zip(item.wheel.file);
+    auto r = check::check_runs(zip, item.wheel.file_name, (*setup)->run);
     if (!r) return unexpected(Failure{kWheelRefused, item.wheel.file_name + ": " + r.error()});
     for (const auto& n : r->notes) std::printf("check %s: %s\n", r->wheel.c_str(), n.c_str());
     for (const auto& obj : r->objects) {
@@ -140,7 +140,7 @@ Expected<void, Failure> check_runs(const std::vector<publish::PublishItem>& item
   return {};
 }
 
-void print_plan(const ResolvedTarget& t, const publish::TargetFolder& folder,
+void print_plan(const ResolvedTarget& t, const check::TargetFolder& folder,
                 const std::vector<publish::PublishItem>& items) {
   std::printf("target %s: %s\n", t.key.c_str(), folder.why.c_str());
   for (const auto& item : items) {
@@ -225,7 +225,7 @@ int run(const PublishOptions& o, const std::string& repo, const std::vector<std:
   }
   auto t = resolve_target({o.target, o.python, o.cudart});
   if (!t) return report(t.error());
-  auto folder = publish::target_folder(t->target);
+  auto folder = check::target_folder(t->target);
   if (!folder) return report({o.target == "auto" ? kFailed : kUsage, folder.error()});
   auto items = check_wheels(files, t->target, *folder);
   if (!items) return report(items.error());

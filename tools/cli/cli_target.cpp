@@ -74,7 +74,7 @@ Expected<ResolvedTarget, Failure> resolve_target(const TargetRequest& request) {
 
 Expected<std::unique_ptr<RunSetup>, Failure> run_setup(const ResolvedTarget& t,
                                                        const std::string& torch_dir) {
-  auto run = publish::run_target_of(t.target, t.key);
+  auto run = check::run_target_of(t.target, t.key);
   if (!run) return unexpected(Failure{kUsage, run.error()});
   auto setup = std::make_unique<RunSetup>();
   setup->run = std::move(*run);
@@ -96,7 +96,7 @@ Expected<std::unique_ptr<RunSetup>, Failure> run_setup(const ResolvedTarget& t,
     }
   }
   if (!lib.empty()) {
-    auto symbols = publish::TorchSymbols::load(lib);
+    auto symbols = check::TorchSymbols::load(lib);
     if (!symbols && !torch_dir.empty()) {
       return unexpected(Failure{kUsage, "--torch: " + symbols.error()});
     }

@@ -6,9 +6,9 @@
 #include <optional>
 #include <string>
 
+#include "fs/check/run_check.h"
+#include "fs/check/torch_symbols.h"
 #include "fs/common/expected.h"
-#include "fs/publish/run_check.h"
-#include "fs/publish/torch_symbols.h"
 #include "fs/targeting/target.h"
 #include "tools/cli/cli_commands.h"
 
@@ -29,8 +29,8 @@ Expected<ResolvedTarget, Failure> resolve_target(const TargetRequest& request);
 
 // The run check's target; its RunTarget points into it, so it stays where it is made.
 struct RunSetup {
-  publish::RunTarget run;
-  std::optional<publish::TorchSymbols> torch;
+  check::RunTarget run;
+  std::optional<check::TorchSymbols> torch;
 };
 
 // `torch_dir` (a torch folder, or its lib/) when given, else the torch of the target (auto),

@@ -2,8 +2,9 @@
 // wheelhouse-fs mounts to Kubernetes pods. NodePublishVolume starts, or reuses, one
 // wheelhousefs daemon per (endpoint, repo, revision, options, token) on the node, all on one
 // cache, and bind-mounts it read-only onto the pod's target path; NodeUnpublishVolume takes
-// the bind mount away, and the daemon ends with its last one. Daemons outlive the plugin: a
-// restarted plugin adopts them from its state file.
+// the bind mount away, and the daemon ends with its last one. Daemons outlive the plugin and its
+// container (they run in a cgroup of the node's own): a restarted plugin adopts them from its
+// state file. A watchdog starts a daemon that died again and binds its targets again.
 
 #include <grpcpp/grpcpp.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -12,13 +13,17 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "fs/common/units.h"
 #include "fs/common/version.h"
 #include "tools/csi/csi.grpc.pb.h"
 #include "tools/csi/linux_system.h"
@@ -47,6 +52,8 @@ grpc::Status to_grpc(const whfs::csi::Status& s) {
 
 class IdentityService final : public csi::v1::Identity::Service {
  public:
+  explicit IdentityService(const whfs::csi::Node& node) : node_(node) {}
+
   grpc::Status GetPluginInfo(grpc::ServerContext* /*ctx*/,
                              const csi::v1::GetPluginInfoRequest* /*req*/,
                              csi::v1::GetPluginInfoResponse* resp) override {
@@ -60,11 +67,17 @@ class IdentityService final : public csi::v1::Identity::Service {
                                      csi::v1::GetPluginCapabilitiesResponse* /*resp*/) override {
     return grpc::Status::OK;
   }
+  // Adoption is done before the socket listens. The Node answers unless its lock is stuck:
+  // then this call does not answer, and the liveness probe's timeout restarts the container
+  // (the daemons go on serving and are adopted).
   grpc::Status Probe(grpc::ServerContext* /*ctx*/, const csi::v1::ProbeRequest* /*req*/,
                      csi::v1::ProbeResponse* resp) override {
-    resp->mutable_ready()->set_value(true);  // adoption is done before the socket listens
+    resp->mutable_ready()->set_value(node_.ready());
     return grpc::Status::OK;
   }
+
+ private:
+  const whfs::csi::Node& node_;
 };
 
 class NodeService final : public csi::v1::Node::Service {
@@ -166,6 +179,8 @@ int run(int argc, char** argv) {
   std::vector<std::string> endpoints = {"https://huggingface.co"};
   std::string log_level = "info";
   std::size_t max_daemons = whfs::csi::kDefaultMaxDaemons;
+  std::string memory_max;
+  int watch_interval_s = 2;
   app.add_option("--csi-address", address, "the socket to serve on, unix://PATH or PATH")
       ->capture_default_str();
   app.add_option("--node-id", node_id,
@@ -196,14 +211,31 @@ int run(int argc, char** argv) {
                  "RESOURCE_EXHAUSTED (volumes of one key share a daemon)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
+  app.add_option("--cgroup-root", daemon.cgroup_root,
+                 "the node's cgroup root (the host's /sys/fs/cgroup, mounted into the plugin's "
+                 "container): each daemon runs in <root>/<parent>/<volume key> (every v1 "
+                 "hierarchy, or the v2 tree), out of the plugin's container, so that it outlives "
+                 "it; empty: the daemons stay in the plugin's cgroup")
+      ->capture_default_str();
+  app.add_option("--cgroup-parent", daemon.cgroup_parent,
+                 "the daemons' cgroups' parent, relative to each hierarchy's root")
+      ->capture_default_str();
+  app.add_option("--daemon-memory-max", memory_max,
+                 "each daemon's memory limit in its cgroup (e.g. 1G); default none");
+  app.add_option("--watch-interval", watch_interval_s,
+                 "seconds between two looks at the daemons: one that died is started again and "
+                 "its targets bound again")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 300));
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->capture_default_str();
   app.footer(
       "Needs root with CAP_SYS_ADMIN, /dev/fuse, the host's PID namespace (hostPID: so that "
-      "current/ "
-      "answers each pod's processes for their own root) and Bidirectional mount propagation "
-      "to kubelet's folder. Exit status: 0 stopped by SIGTERM/SIGINT, 1 cannot serve, 2 usage.");
+      "current/ answers each pod's processes for their own root, and the daemons can join the "
+      "host's cgroup namespace), the host's cgroup root, and Bidirectional mount propagation "
+      "to kubelet's folder and to the state folder (the daemons' mounts, which the next plugin "
+      "adopts). Exit status: 0 stopped by SIGTERM/SIGINT, 1 cannot serve, 2 usage.");
   CLI11_PARSE(app, argc, argv);
 
   auto logger = spdlog::stderr_color_mt("wheelhouse-csi");
@@ -220,6 +252,17 @@ int run(int argc, char** argv) {
       return 2;
     }
     limits.allowed_endpoints.push_back(std::move(n));
+  }
+  if (!memory_max.empty()) {
+    const auto bytes = whfs::parse_size(memory_max);
+    if (!bytes || *bytes < (16U << 20)) {
+      std::fprintf(stderr,
+                   "wheelhouse-csi: --daemon-memory-max %s is not a size of 16M or more "
+                   "(e.g. 1G)\n",
+                   memory_max.c_str());
+      return 2;
+    }
+    daemon.memory_max = *bytes;
   }
   const std::string socket_path = address.starts_with("unix://") ? address.substr(7) : address;
   if (socket_path.empty() || socket_path.front() != '/') {
@@ -242,12 +285,18 @@ int run(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
   whfs::csi::LinuxSystem system(daemon);
+  const auto cgroups = system.prepare_cgroups();
+  if (!cgroups) {
+    std::fprintf(stderr, "wheelhouse-csi: %s\n", cgroups.error().c_str());
+    return 1;
+  }
+  spdlog::info("{}", *cgroups);
   whfs::csi::Node node(system, state_dir, limits, max_daemons);
   for (const auto& line : node.adoption_report()) spdlog::info("{}", line);
 
   std::filesystem::create_directories(std::filesystem::path(socket_path).parent_path(), ec);
   ::unlink(socket_path.c_str());  // a socket left by the previous run
-  IdentityService identity;
+  IdentityService identity(node);
   NodeService node_service(node, node_id);
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix://" + socket_path, grpc::InsecureServerCredentials());
@@ -264,6 +313,19 @@ int run(int argc, char** argv) {
       "wheelhouse-csi {} serves {} on {} (node {}, daemon {}, cache {}, at most {} daemons)",
       whfs::kVersion, kPluginName, socket_path, node_id, daemon.program, daemon.cache_dir,
       max_daemons);
+  // The watchdog: a pass every --watch-interval seconds until the plugin stops.
+  std::mutex watch_mu;
+  std::condition_variable watch_cv;
+  bool stopping = false;
+  std::thread watchdog([&] {
+    std::unique_lock lock(watch_mu);
+    while (!watch_cv.wait_for(lock, std::chrono::seconds(watch_interval_s),
+                              [&] { return stopping; })) {
+      lock.unlock();
+      node.watch();
+      lock.lock();
+    }
+  });
   std::thread waiter([&] {
     int sig = 0;
     sigwait(&stop, &sig);
@@ -275,6 +337,12 @@ int run(int argc, char** argv) {
   });
   server->Wait();
   waiter.join();
+  {
+    std::lock_guard lock(watch_mu);
+    stopping = true;
+  }
+  watch_cv.notify_all();
+  watchdog.join();
   ::unlink(socket_path.c_str());
   return 0;
 }

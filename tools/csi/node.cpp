@@ -72,7 +72,7 @@ void Node::load() {
     }
   }
   // Adopt: a daemon that still serves is kept as it is; one that died is started again and its
-  // targets bound again to the new mount (the dead bind mounts are detached first). A start
+  // targets bound again to the new mount (on top of the dead ones, which pods hold). A start
   // that was running when the plugin stopped is ended (its publish never answered OK, and
   // kubelet asks again): what it left, a daemon still starting or one that serves, is stopped,
   // and its daemon started again only for targets published before.
@@ -131,14 +131,18 @@ void Node::load() {
 }
 
 // Binds the daemon's recorded targets that are not bound to its mount (after it started
-// again); one that cannot be bound is forgotten, and said in the log and in `report`.
+// again), on top of the dead mount a target has: a pod holds a copy of that one, and a copy
+// that is its slave (HostToContainer) gets the new mount on top too; detached first, it would
+// get nothing. One that cannot be bound is unmounted and forgotten, and said in the log and in
+// `report`.
 void Node::rebind_targets(const std::string& key, Daemon& d, std::vector<std::string>* report) {
   for (auto t = d.targets.begin(); t != d.targets.end();) {
+    // Bound already: the bind onto another target of the daemon propagated here (a target in
+    // one peer group with it).
     if (system_.bound(d.mnt, t->first)) {
       ++t;
       continue;
     }
-    if (system_.mounted(t->first)) (void)system_.unbind(t->first);
     auto made = system_.make_target(t->first);
     auto bound = made ? system_.bind_read_only(d.mnt, t->first) : made;
     if (bound) {
@@ -148,6 +152,7 @@ void Node::rebind_targets(const std::string& key, Daemon& d, std::vector<std::st
                                " could not be bound again (" + bound.error() + ")";
       spdlog::warn("{}", line);
       if (report != nullptr) report->push_back(line);
+      (void)system_.unbind(t->first);
       t = d.targets.erase(t);
     }
   }
@@ -258,9 +263,8 @@ Status Node::publish_locked(Lock& lock, const PublishRequest& r, const VolumeSpe
       if (system_.daemon_serves(o.mnt, o.pid) && system_.bound(o.mnt, r.target_path)) {
         return {};  // the same publish again: nothing to do
       }
-      // Recorded, but its mount or its daemon is gone: publish it again below.
-      if (system_.mounted(r.target_path)) (void)system_.unbind(r.target_path);
-      o.targets.erase(r.target_path);
+      // Recorded, but its mount or its daemon is gone: bound again below, on top of what is
+      // there (the daemon started again first when it is the daemon that is gone).
     } else if (system_.mounted(r.target_path)) {
       return error(Code::kAlreadyExists,
                    "target_path " + r.target_path + " has a mount this plugin did not make");
@@ -283,14 +287,18 @@ Status Node::publish_locked(Lock& lock, const PublishRequest& r, const VolumeSpe
                        " needs one more (volumes with the same endpoint, repo, revision, options "
                        "and token share one)");
     }
-    return start_and_bind(lock, r, spec);
+    return start_and_bind(lock, key, &spec, &r);
   }
 }
 
 Status Node::bind(Daemon& d, const PublishRequest& r) {
-  auto made = system_.make_target(r.target_path);
-  auto bound = made ? system_.bind_read_only(d.mnt, r.target_path) : made;
-  if (!bound) return error(Code::kInternal, "target_path " + r.target_path + ": " + bound.error());
+  if (!system_.bound(d.mnt, r.target_path)) {
+    auto made = system_.make_target(r.target_path);
+    auto bound = made ? system_.bind_read_only(d.mnt, r.target_path) : made;
+    if (!bound) {
+      return error(Code::kInternal, "target_path " + r.target_path + ": " + bound.error());
+    }
+  }
   d.targets[r.target_path] = r.volume_id;
   save();
   spdlog::info("published volume {} ({}) on {}", r.volume_id, d.spec.describe(), r.target_path);
@@ -300,23 +308,23 @@ Status Node::bind(Daemon& d, const PublishRequest& r) {
 // Starts the key's daemon (a new one, or again after it died) with mu_ released, then binds
 // the target. The entry stays in daemons_ while it starts, marked with its Op, so that it
 // counts against max_daemons_, publishes of its key wait, and state.json lists it.
-Status Node::start_and_bind(Lock& lock, const PublishRequest& r, const VolumeSpec& spec) {
-  const std::string key = spec.key();
+Status Node::start_and_bind(Lock& lock, const std::string& key, const VolumeSpec* spec,
+                            const PublishRequest* r) {
   auto [it, fresh] = daemons_.try_emplace(key);
   Daemon& d = it->second;
   if (fresh) {
-    d.spec = spec;
+    d.spec = *spec;
     d.dir = state_dir_ + "/daemons/" + key;
     d.mnt = d.dir + "/mnt";
-  } else {
+  } else if (r != nullptr) {
     spdlog::warn("daemon {} (pid {}) no longer serves: starting it again", key, d.pid);
   }
-  d.spec.token = spec.token;  // a restart after adoption learns it again
+  if (spec != nullptr) d.spec.token = spec->token;  // a restart after adoption learns it again
   d.pid = 0;
   const auto op = std::make_shared<Op>();
   d.op = op;
   d.starting = true;
-  d.start_target = r.target_path;
+  d.start_target = r != nullptr ? r->target_path : std::string();
   save();
   const VolumeSpec what = d.spec;
   const std::string dir = d.dir;
@@ -337,16 +345,17 @@ Status Node::start_and_bind(Lock& lock, const PublishRequest& r, const VolumeSpe
     op->result = error(Code::kInternal, "the wheelhouse daemon for " + what.describe() +
                                             " did not start: " + pid.error());
     result = op->result;
-    // Targets published before (the daemon died) stay recorded: a publish or a restart of the
-    // plugin tries again.
+    // Targets published before (the daemon died) stay recorded: a publish, the watchdog or a
+    // restart of the plugin tries again.
+    started.retry_after = std::chrono::steady_clock::now() + kRetryAfter;
     if (started.targets.empty()) daemons_.erase(it);
     save();
   } else {
     started.pid = *pid;
     spdlog::info("daemon {} serves {} on {} (pid {})", key, what.describe(), mnt, *pid);
     rebind_targets(key, started, nullptr);
-    result = bind(started, r);
-    if (!result.ok() && started.targets.empty()) {
+    if (r != nullptr) result = bind(started, *r);
+    if (started.targets.empty()) {  // its publish failed, or every target was unpublished
       op->done = true;
       op_done_.notify_all();
       stop(lock, it);  // publishes that waited for this start now wait for the stop
@@ -420,6 +429,62 @@ Status Node::unpublish(const std::string& volume_id, const std::string& target_p
     save();
   }
   return {};
+}
+
+void Node::watch() {
+  struct Seen {
+    std::string key;
+    std::string mnt;
+    int pid;
+  };
+  std::vector<Seen> seen;
+  {
+    Lock lock(mu_);
+    const auto now = std::chrono::steady_clock::now();
+    for (const auto& [key, d] : daemons_) {
+      // A start or a stop runs (its own); no target (it is being stopped); a failed start that
+      // is not due for another try.
+      if (d.op || d.targets.empty() || (d.pid <= 0 && now < d.retry_after)) continue;
+      seen.push_back({key, d.mnt, d.pid});
+    }
+  }
+  for (const auto& s : seen) {
+    if (s.pid > 0 && system_.daemon_serves(s.mnt, s.pid)) continue;
+    Lock lock(mu_);
+    auto it = daemons_.find(s.key);
+    // Changed meanwhile: a publish started it again, or an unpublish stopped it.
+    if (it == daemons_.end() || it->second.op || it->second.pid != s.pid ||
+        it->second.targets.empty()) {
+      continue;
+    }
+    const std::size_t targets = it->second.targets.size();
+    if (s.pid > 0) {
+      spdlog::warn("daemon {} (pid {}, {}) is gone: starting it again for its {} target(s)", s.key,
+                   s.pid, it->second.spec.describe(), targets);
+    } else {
+      spdlog::info("daemon {} ({}): starting it again for its {} target(s)", s.key,
+                   it->second.spec.describe(), targets);
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    const Status st = start_and_bind(lock, s.key, nullptr, nullptr);
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
+    auto now = daemons_.find(s.key);
+    if (!st.ok()) {
+      spdlog::warn("{} (tried again in {} s)", st.message, kRetryAfter.count());
+    } else if (now != daemons_.end() && !now->second.op) {
+      spdlog::info(
+          "daemon {} serves again (pid {}), its {} target(s) bound again, {} ms after "
+          "it was found gone",
+          s.key, now->second.pid, now->second.targets.size(), ms);
+    }
+  }
+}
+
+bool Node::ready() const {
+  std::lock_guard lock(mu_);
+  return true;
 }
 
 std::vector<Node::DaemonView> Node::daemons() const {

@@ -7,12 +7,18 @@
 // again). Every call is idempotent, as CSI requires: a publish of a target already published
 // with the same volume is OK, an unpublish of a target this plugin does not know is OK.
 //
+// A daemon that dies while the plugin runs is found by the watchdog (watch(), every few
+// seconds): it is started again and each of its targets bound again, on top of the dead bind
+// mount, never after detaching it. The pods hold copies of that dead mount; a pod whose mount
+// is a slave of it (mountPropagation: HostToContainer) gets the new mount on top of its copy.
+//
 // One pod must not stall another: a daemon starts (and stops) outside the plugin's lock, one
 // start or stop at a time per volume key. A publish of that key waits for it; every other
 // publish and unpublish goes on at once. A second publish or an unpublish of a target whose
 // publish is still running is ABORTED (kubelet tries again). At most `max_daemons` daemons run
 // (RESOURCE_EXHAUSTED beyond).
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <map>
@@ -55,20 +61,23 @@ class System {
   // lock: it may take as long as the daemon takes to serve.
   virtual Expected<int, std::string> start_daemon(const VolumeSpec& spec, const std::string& dir,
                                                   const std::string& mnt) = 0;
-  // True while the daemon `pid` serves on `mnt`.
+  // True while the daemon `pid` runs and its filesystem is mounted on `mnt`. From /proc and the
+  // mount table: it never calls into the mount, so a hung daemon cannot stall the caller.
   virtual bool daemon_serves(const std::string& mnt, int pid) = 0;
   // Unmounts `mnt` and waits for the daemon to end; also ends a daemon still starting on `mnt`
-  // (`pid` 0: the pid is not known).
+  // (`pid` 0: the pid is not known). Bounded: a daemon that does not end is killed.
   virtual void stop_daemon(const std::string& dir, const std::string& mnt, int pid) = 0;
-  // Creates `target` (its parent must exist) unless it is a folder already.
+  // Creates `target` (its parent must exist) unless it is a folder or a mount point already.
   virtual Expected<void, std::string> make_target(const std::string& target) = 0;
+  // Binds `mnt` read-only onto `target`, on top of whatever is mounted there.
   virtual Expected<void, std::string> bind_read_only(const std::string& mnt,
                                                      const std::string& target) = 0;
-  // True when `target` is a mount point of the daemon's filesystem on `mnt`.
+  // True when the top mount on `target` is the daemon's filesystem on `mnt` (mount table only).
   virtual bool bound(const std::string& mnt, const std::string& target) = 0;
   // True when anything is mounted on `target`.
   virtual bool mounted(const std::string& target) = 0;
-  // Unmounts `target` (detached: a dead daemon's mount too) and removes the folder.
+  // Unmounts every mount on `target` (a busy one lazily, with a log line; a dead daemon's too)
+  // and removes the folder.
   virtual Expected<void, std::string> unbind(const std::string& target) = 0;
 };
 
@@ -93,6 +102,15 @@ class Node {
 
   Status publish(const PublishRequest& request);
   Status unpublish(const std::string& volume_id, const std::string& target_path);
+
+  // One pass of the watchdog: every daemon that no longer serves (and is not being started or
+  // stopped) is started again, and its targets bound again on top of their dead mounts. The
+  // checks run outside the lock and never call into a mount; a start runs outside the lock as
+  // a publish's does. A start that fails is tried again by a pass kRetryAfter later.
+  void watch();
+  static constexpr std::chrono::seconds kRetryAfter{30};
+  // Takes the lock and answers true: a Node whose lock is stuck never answers (CSI Probe).
+  bool ready() const;
 
   struct DaemonView {
     std::string key;
@@ -121,6 +139,7 @@ class Node {
     std::shared_ptr<Op> op;    // while a start or a stop runs
     bool starting = false;     // op is a start: state.json says so, for a restart to end it
     std::string start_target;  // the target of the publish that started it
+    std::chrono::steady_clock::time_point retry_after{};  // after a start that failed
   };
   using Daemons = std::map<std::string, Daemon>;
   using Lock = std::unique_lock<std::mutex>;
@@ -128,7 +147,10 @@ class Node {
   void load();
   void save() const;
   Status publish_locked(Lock& lock, const PublishRequest& r, const VolumeSpec& spec);
-  Status start_and_bind(Lock& lock, const PublishRequest& r, const VolumeSpec& spec);
+  // Starts the daemon of `key` (new: `spec`) outside the lock, binds its recorded targets
+  // again, then `r`'s target when there is a request (the watchdog has none).
+  Status start_and_bind(Lock& lock, const std::string& key, const VolumeSpec* spec,
+                        const PublishRequest* r);
   Status bind(Daemon& d, const PublishRequest& r);
   void rebind_targets(const std::string& key, Daemon& d, std::vector<std::string>* report);
   Status wait_for(Lock& lock, std::shared_ptr<Op> op);  // a copy: the Daemon drops its own

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Lint, as CI runs it: clang-format over every C++ source (the repo's .clang-format; vendored
-# code excluded), then clang-tidy with .clang-tidy over fs/, cache/ and tools/, every finding an
-# error, from a compile database of its own in build-lint/ (WHFS_LINT_BUILD).
+# Lint, as CI runs it: the library edges against the includes (check_edges.py), clang-format
+# over every C++ source (the repo's .clang-format; vendored code excluded), then clang-tidy with
+# .clang-tidy over fs/, cache/ and tools/, every finding an error, from a compile database of
+# its own in build-lint/ (WHFS_LINT_BUILD).
 #   tools/dev/lint.sh            everything
 #   tools/dev/lint.sh --changed  only the sources changed since origin/main (or HEAD~1)
 set -euo pipefail
@@ -22,6 +23,7 @@ fi
 step() {  # the seconds of a step, for .ci/run's table
   [[ -z ${WHFS_STAGES_FILE:-} ]] || printf '%-44s %6ds\n' "$1" "$2" >>"$WHFS_STAGES_FILE"
 }
+tools/dev/check_edges.py  # the CMake edges against the includes
 echo "lint: clang-format on ${#sources[@]} files"
 t0=$(date +%s)
 clang-format --dry-run --Werror "${sources[@]}"

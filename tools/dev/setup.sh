@@ -2,14 +2,16 @@
 # Installs everything wheelhouse-fs needs on Debian 12 (idempotent: installs only what is
 # missing). `setup.sh` = build and run; `setup.sh --tests` adds what the tests need (node/npm
 # and the pinned @huggingface/hub of the fidelity test, debugging and fuzzing tools);
-# `setup.sh --demo` what tools/dev/demo.sh needs.
+# `setup.sh --try` what tools/dev/try.sh needs; `setup.sh --package` what cpack needs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-want_tests=0 want_demo=0
+want_tests=0 want_try=0 want_package=0
 [[ ${1:-} == --tests ]] && want_tests=1
-# --demo: what tools/dev/demo.sh needs (pip), nothing of the tests' (no npm: it runs offline).
-[[ ${1:-} == --demo ]] && want_demo=1
+# --try: what tools/dev/try.sh needs (a venv with pip), nothing of the tests' (no npm: it runs
+# offline); --package: dpkg-dev for cpack's dependency lists.
+[[ ${1:-} == --try ]] && want_try=1
+[[ ${1:-} == --package ]] && want_package=1
 
 pkgs=(
   # build
@@ -28,8 +30,11 @@ if ((want_tests)); then
         podman runc debootstrap python3-grpcio python3-protobuf python3-yaml)
 fi
 
-if ((want_demo)); then
-  pkgs+=(python3-pip)
+if ((want_try)); then
+  pkgs+=(python3-pip python3-venv)
+fi
+if ((want_package)); then
+  pkgs+=(dpkg-dev file)
 fi
 
 missing=()

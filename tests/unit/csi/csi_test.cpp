@@ -164,7 +164,9 @@ class FakeSystem : public System {
     return next_pid++;
   }
   bool daemon_serves(const std::string& mnt, int pid) override {
-    std::lock_guard lock(m_);
+    std::unique_lock lock(m_);
+    ++serves_asked;
+    wait_while(lock, hold_serves);
     auto it = serving.find(mnt);
     return it != serving.end() && it->second == pid;
   }
@@ -199,6 +201,7 @@ class FakeSystem : public System {
   }
   Expected<void, std::string> unbind(const std::string& target) override {
     std::lock_guard lock(m_);
+    ++unbinds;
     binds.erase(target);
     folders.erase(target);
     return {};
@@ -213,9 +216,13 @@ class FakeSystem : public System {
     std::lock_guard lock(m_);
     hold_stops = true;
   }
+  void hold_serves_now() {
+    std::lock_guard lock(m_);
+    hold_serves = true;
+  }
   void release() {
     std::lock_guard lock(m_);
-    hold_starts = hold_stops = false;
+    hold_starts = hold_stops = hold_serves = false;
     changed_.notify_all();
   }
   // Waits until `n` calls are held.
@@ -247,6 +254,8 @@ class FakeSystem : public System {
   int next_pid = 100;
   int starts = 0;
   int stops = 0;
+  int unbinds = 0;
+  int serves_asked = 0;
   bool fail_start = false;
   bool fail_bind = false;
   std::string last_token;
@@ -257,7 +266,7 @@ class FakeSystem : public System {
   template <class Pred>
   void wait_or_fail(std::unique_lock<std::mutex>& lock, Pred done, const char* what) {
     if (!changed_.wait_for(lock, std::chrono::seconds(60), done)) {
-      hold_starts = hold_stops = false;
+      hold_starts = hold_stops = hold_serves = false;
       changed_.notify_all();
       ADD_FAILURE() << what;
     }
@@ -274,6 +283,7 @@ class FakeSystem : public System {
   std::condition_variable changed_;
   bool hold_starts = false;
   bool hold_stops = false;
+  bool hold_serves = false;
   int held_ = 0;
   std::set<std::string> asked_;
 };
@@ -448,6 +458,7 @@ TEST_F(NodeTest, ADaemonThatDiedWhileThePluginWasDownIsStartedAndBoundAgain) {
   ASSERT_EQ(again.daemons().size(), 1U);
   const auto d = again.daemons()[0];
   EXPECT_TRUE(sys_.bound(d.mnt, "/pods/a/mount"));
+  EXPECT_EQ(sys_.unbinds, 0) << "the dead mount was detached: the pod's copy gets nothing";
   ASSERT_TRUE(again.unpublish("vol-a", "/pods/a/mount").ok());
   EXPECT_TRUE(sys_.serving.empty());
 }
@@ -681,8 +692,132 @@ TEST_F(NodeTest, ARestartDuringARestartStartsTheDaemonAgainForItsTargets) {
   EXPECT_FALSE(state_file()["daemons"].begin()->contains("starting"));
 }
 
+TEST_F(NodeTest, TheWatchdogStartsADeadDaemonAgainAndBindsItsTargetsOnTop) {
+  Node node(sys_, state_, kLimits);
+  ASSERT_TRUE(node.publish(request("vol-a", "/pods/a/mount")).ok());
+  ASSERT_TRUE(node.publish(request("vol-b", "/pods/b/mount")).ok());
+  ASSERT_TRUE(node.publish(request("vol-o", "/pods/o/mount", other_key())).ok());
+  node.watch();  // every daemon serves: nothing to do
+  EXPECT_EQ(sys_.starts, 2);
+  // The first key's daemon dies (SIGKILL); its two targets hold its dead mount.
+  const std::string dead_mnt = sys_.binds.at("/pods/a/mount");
+  sys_.serving.erase(dead_mnt);
+  node.watch();
+  EXPECT_EQ(sys_.starts, 3) << "the dead daemon was not started again (or the live one was)";
+  EXPECT_EQ(sys_.unbinds, 0) << "a dead mount was detached: the pods' copies get nothing";
+  for (const auto& d : node.daemons()) {
+    EXPECT_TRUE(sys_.daemon_serves(d.mnt, d.pid)) << d.key;
+    for (const auto& [target, id] : d.targets) EXPECT_TRUE(sys_.bound(d.mnt, target)) << target;
+  }
+  // state.json has the new pid, for the next plugin.
+  bool found = false;
+  const auto state = state_file();
+  for (const auto& [key, d] : state["daemons"].items()) {
+    if (d["mnt"] == dead_mnt) {
+      found = true;
+      EXPECT_EQ(d["pid"], sys_.serving.at(dead_mnt));
+      EXPECT_EQ(d["targets"].size(), 2U);
+    }
+  }
+  EXPECT_TRUE(found);
+}
+
+TEST_F(NodeTest, TheWatchdogLooksOutsideTheLock) {
+  Node node(sys_, state_, kLimits);
+  ASSERT_TRUE(node.publish(request("vol-a", "/pods/a/mount")).ok());
+  ASSERT_TRUE(node.publish(request("vol-o", "/pods/o/mount", other_key())).ok());
+  sys_.hold_serves_now();  // a look that takes long
+  auto pass = std::async(std::launch::async, [&] { node.watch(); });
+  sys_.wait_held(1);
+  auto gone =
+      std::async(std::launch::async, [&] { return node.unpublish("vol-o", "/pods/o/mount"); });
+  EXPECT_TRUE(answer(gone, sys_).ok());
+  auto more = std::async(std::launch::async, [&] {
+    return node.publish(request("vol-n", "/pods/n/mount", other_key("v3")));
+  });
+  EXPECT_TRUE(answer(more, sys_).ok());
+  sys_.release();
+  pass.get();
+  EXPECT_EQ(sys_.starts, 3);
+}
+
+TEST_F(NodeTest, TheWatchdogLeavesADaemonBeingStoppedAlone) {
+  Node node(sys_, state_, kLimits);
+  ASSERT_TRUE(node.publish(request("vol-a", "/pods/a/mount")).ok());
+  sys_.hold_stops_now();
+  auto stop =
+      std::async(std::launch::async, [&] { return node.unpublish("vol-a", "/pods/a/mount"); });
+  sys_.wait_held(1);
+  node.watch();
+  EXPECT_EQ(sys_.starts_now(), 1) << "the watchdog started a daemon that is being stopped";
+  sys_.release();
+  EXPECT_TRUE(stop.get().ok());
+  node.watch();
+  EXPECT_EQ(sys_.starts, 1);
+  EXPECT_TRUE(node.daemons().empty());
+}
+
+TEST_F(NodeTest, AnUnpublishDuringAWatchdogRestartAnswersAndTheDaemonEnds) {
+  Node node(sys_, state_, kLimits);
+  ASSERT_TRUE(node.publish(request("vol-a", "/pods/a/mount")).ok());
+  sys_.serving.clear();  // the daemon died
+  sys_.hold_starts_now();
+  auto pass = std::async(std::launch::async, [&] { node.watch(); });
+  sys_.wait_held(1);
+  auto gone =
+      std::async(std::launch::async, [&] { return node.unpublish("vol-a", "/pods/a/mount"); });
+  EXPECT_TRUE(answer(gone, sys_).ok());
+  sys_.release();
+  pass.get();
+  EXPECT_TRUE(node.daemons().empty()) << "a daemon with no target was left running";
+  EXPECT_TRUE(sys_.serving.empty());
+  EXPECT_EQ(sys_.stops, 1);
+}
+
+TEST_F(NodeTest, AWatchdogRestartThatFailsIsTriedAgainLaterOrByAPublish) {
+  Node node(sys_, state_, kLimits);
+  ASSERT_TRUE(node.publish(request("vol-a", "/pods/a/mount")).ok());
+  sys_.serving.clear();
+  sys_.fail_start = true;
+  node.watch();
+  EXPECT_EQ(sys_.starts, 2);
+  ASSERT_EQ(node.daemons().size(), 1U) << "the target of a daemon that failed to start again "
+                                          "was forgotten";
+  EXPECT_EQ(node.daemons()[0].pid, 0);
+  node.watch();  // not due yet (Node::kRetryAfter)
+  EXPECT_EQ(sys_.starts, 2);
+  // A publish of the key tries at once, and binds the recorded target too.
+  sys_.fail_start = false;
+  ASSERT_TRUE(node.publish(request("vol-b", "/pods/b/mount")).ok());
+  EXPECT_EQ(sys_.starts, 3);
+  const auto d = node.daemons()[0];
+  EXPECT_TRUE(sys_.bound(d.mnt, "/pods/a/mount"));
+  EXPECT_TRUE(sys_.bound(d.mnt, "/pods/b/mount"));
+}
+
+TEST_F(NodeTest, APublishAgainOfATargetWhoseDaemonDiedBindsOnTop) {
+  Node node(sys_, state_, kLimits);
+  ASSERT_TRUE(node.publish(request("vol-a", "/pods/a/mount")).ok());
+  sys_.serving.clear();
+  ASSERT_TRUE(node.publish(request("vol-a", "/pods/a/mount")).ok());
+  EXPECT_EQ(sys_.starts, 2);
+  EXPECT_EQ(sys_.unbinds, 0);
+  const auto d = node.daemons()[0];
+  EXPECT_EQ(d.targets.size(), 1U);
+  EXPECT_TRUE(sys_.bound(d.mnt, "/pods/a/mount"));
+}
+
+TEST_F(NodeTest, ReadyAnswers) {
+  Node node(sys_, state_, kLimits);
+  EXPECT_TRUE(node.ready());
+}
+
 TEST(LinuxSystemTest, TheDaemonsCommandLineHasTheVolumesOptionsThenTheNodes) {
-  LinuxSystem sys({"/usr/bin/wheelhousefs", "/var/cache/wheelhouse-fs", {"cache_size=40G"}, 60});
+  DaemonConfig config;
+  config.program = "/usr/bin/wheelhousefs";
+  config.cache_dir = "/var/cache/wheelhouse-fs";
+  config.options = {"cache_size=40G"};
+  LinuxSystem sys(config);
   auto c = ctx();
   c["options"] = "arch=sm89";
   c["revision"] = "v1";

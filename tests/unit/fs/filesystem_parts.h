@@ -21,7 +21,13 @@ struct FilesystemParts {
   reader::ReadPathStats stats_;
   reader::ServingGate gate_{scope_, {}, reader::FetcherConfig{}, stats_};
   reader::Reader reader_{cache_, hub_, gate_, stats_, reader::ReaderConfig{}};
-  Filesystem fs_{names_, reader_, FilesystemConfig{}};
+  Filesystem fs_{names_, reader_, config()};
+
+  static FilesystemConfig config() {
+    FilesystemConfig c;
+    c.read_timeout = std::chrono::seconds(30);
+    return c;
+  }
 };
 
 }  // namespace whfs::testing

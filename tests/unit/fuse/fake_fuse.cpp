@@ -1,6 +1,7 @@
 #include "tests/unit/fuse/fake_fuse.h"
 
 #include <cstring>
+#include <stdexcept>
 
 namespace {
 
@@ -57,7 +58,9 @@ int fuse_reply_iov(fuse_req_t req, const struct iovec* iov, int count) {
   for (int i = 0; i < count; ++i) {
     req->bytes.append(static_cast<const char*>(iov[i].iov_base), iov[i].iov_len);
   }
-  return replied(req, "iov");
+  replied(req, "iov");
+  if (req->throw_after_reply) throw std::runtime_error("after the reply");
+  return 0;
 }
 int fuse_reply_statfs(fuse_req_t req, const struct statvfs*) { return replied(req, "statfs"); }
 int fuse_reply_xattr(fuse_req_t req, size_t count) {

@@ -24,6 +24,7 @@ struct fuse_req {
   std::string bytes;  // buf, iov, readlink
   std::size_t xattr_size = 0;
   fuse_file_info fi{};
+  bool throw_after_reply = false;  // fuse_reply_iov throws once it has replied
 };
 
 namespace whfs::fuse::testing {

@@ -193,6 +193,27 @@ TEST_F(FuseOpsTest, AReadTheHubCannotServeIsEIO) {
   EXPECT_EQ(r.err, 0);
 }
 
+// An exception once the read has replied is logged, and no second reply follows.
+TEST_F(FuseOpsTest, AReadThatThrowsAfterItsReplyRepliesOnce) {
+  const fuse_ino_t targets = ino_of(FUSE_ROOT_ID, "targets");
+  const fuse_ino_t unresolved = ino_of(targets, "unresolved");
+  const fuse_ino_t report = ino_of(unresolved, ".target");
+  fuse_req r = request();
+  fuse_file_info fi{};
+  fi.flags = O_RDONLY;
+  ops_.open(&r, report, &fi);
+  ASSERT_EQ(r.reply, "open");
+  r = request();
+  r.throw_after_reply = true;
+  ops_.read(&r, report, 100, 0, &fi);
+  EXPECT_EQ(r.reply, "iov");
+  EXPECT_EQ(r.replies, 1);
+  EXPECT_FALSE(r.bytes.empty());
+  r = request();
+  ops_.release(&r, report, &fi);
+  EXPECT_EQ(r.err, 0);
+}
+
 TEST_F(FuseOpsTest, ForgetAnswersWithoutAReply) {
   const fuse_ino_t readme = ino_of(FUSE_ROOT_ID, "README.md");
   fuse_req r = request();

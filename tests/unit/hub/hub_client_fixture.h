@@ -65,11 +65,11 @@ class HubClientTest : public ::testing::Test {
 
   static HubClientConfig config(const std::string& repo = kRepo) {
     HubClientConfig c;
-    c.endpoint = hub_->hub_url();
+    c.transport.endpoint = hub_->hub_url();
     c.repo = *parse_repo_ref(repo);
-    c.retry = RetryPolicy{6, 10ms, 50ms};
-    c.http.low_speed_time = 2s;
-    c.http.connect_timeout = 2s;
+    c.transport.retry = RetryPolicy{6, 10ms, 50ms};
+    c.transport.http.low_speed_time = 2s;
+    c.transport.http.connect_timeout = 2s;
     return c;
   }
   static std::string head() {

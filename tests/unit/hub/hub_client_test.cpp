@@ -228,7 +228,7 @@ TEST_F(HubClientTest, TokenGoesToTheHubOnlyNeverToTheCdn) {
   const std::string token_file = dir.path() + "/token";
   std::ofstream(token_file) << "hf_good\n";
   auto cfg = config("acme/private");
-  cfg.token_file = token_file;
+  cfg.transport.token_file = token_file;
   auto c = make_hub_client(cfg);
   const std::size_t before = hub_->log().size();
   auto rev = c->resolve_revision("main", in(10s));
@@ -255,7 +255,7 @@ TEST_F(HubClientTest, PrivateRepoWithAndWithoutToken) {
   const std::string token_file = dir.path() + "/token";
   {
     auto cfg = config("acme/private");
-    cfg.token_file = dir.path() + "/absent";
+    cfg.transport.token_file = dir.path() + "/absent";
     auto r = make_hub_client(cfg)->resolve_revision("main", in(10s));
     ASSERT_FALSE(r);
     EXPECT_EQ(r.error().kind, HubErrorKind::kNotFound);
@@ -264,7 +264,7 @@ TEST_F(HubClientTest, PrivateRepoWithAndWithoutToken) {
   }
   std::ofstream(token_file) << "hf_noaccess";
   auto cfg = config("acme/private");
-  cfg.token_file = token_file;
+  cfg.transport.token_file = token_file;
   auto c = make_hub_client(cfg);
   auto r = c->resolve_revision("main", in(10s));
   ASSERT_FALSE(r);
@@ -286,7 +286,7 @@ TEST_F(HubClientTest, PrivateRepoWithAndWithoutToken) {
 TEST_F(HubClientTest, GatedRepoContentIsForbiddenWithoutAccess) {
   test::TempDir dir;
   auto cfg = config("acme/gated");
-  cfg.token_file = dir.path() + "/absent";
+  cfg.transport.token_file = dir.path() + "/absent";
   auto anon = make_hub_client(cfg);
   auto rev = anon->resolve_revision("main", in(10s));
   ASSERT_TRUE(rev);  // metadata is public

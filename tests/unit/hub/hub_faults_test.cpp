@@ -98,7 +98,7 @@ TEST_F(HubClientTest, AnIgnoredRangeIsHandled) {
 
 TEST_F(HubClientTest, AStallEndsAsTimeoutWithinTheDeadline) {
   auto cfg = config();
-  cfg.http.low_speed_time = 1s;
+  cfg.transport.http.low_speed_time = 1s;
   auto c = make_hub_client(cfg);
   hub_->fault({{"kind", "stall"}, {"path", "/revision/"}, {"seconds", 60}});
   const auto start = Clock::now();
@@ -121,8 +121,8 @@ TEST_F(HubClientTest, AStallMidBodyIsAskedAgainAtOnceOnAFreshConnection) {
   // wild). Each stall is cut at the stall limit and the rest asked at once on a new
   // connection: no backoff (here a 5 s one would show), the bytes already received are kept.
   auto cfg = config();
-  cfg.http.low_speed_time = 1s;
-  cfg.retry = RetryPolicy{6, 5000ms, 8000ms};
+  cfg.transport.http.low_speed_time = 1s;
+  cfg.transport.retry = RetryPolicy{6, 5000ms, 8000ms};
   auto c = make_hub_client(cfg);
   const FileRef wheel = file(big());
   hub_->fault({{"kind", "stall_body"},
@@ -149,10 +149,10 @@ TEST_F(HubClientTest, TheTokenNeverCrossesANetworkInClearText) {
   const auto port = hub_->hub_url().substr(hub_->hub_url().rfind(':'));
   for (const bool opt_in : {false, true}) {
     auto cfg = config();
-    cfg.endpoint = "http://wheel-mirror.example" + port;
-    cfg.proxy = proxy.url();
-    cfg.token_file = token_file;
-    cfg.allow_insecure_token = opt_in;
+    cfg.transport.endpoint = "http://wheel-mirror.example" + port;
+    cfg.transport.http.proxy = proxy.url();
+    cfg.transport.token_file = token_file;
+    cfg.transport.allow_insecure_token = opt_in;
     auto c = make_hub_client(cfg);
     const std::size_t before = proxy.log().size();
     ASSERT_TRUE(c->resolve_revision("main", in(10s)));  // a public repo: fine without a token
@@ -164,7 +164,7 @@ TEST_F(HubClientTest, TheTokenNeverCrossesANetworkInClearText) {
   }
   // To this machine over http (the emulator, loopback): sent, as before.
   auto cfg = config("acme/private");
-  cfg.token_file = token_file;
+  cfg.transport.token_file = token_file;
   EXPECT_TRUE(make_hub_client(cfg)->resolve_revision("main", in(10s)));
 }
 
@@ -240,7 +240,7 @@ TEST_F(HubClientTest, ManyParallelRangesOverReusedConnections) {
 TEST_F(HubClientTest, ProxyOptionAndEnvironment) {
   test::Proxy proxy;
   auto cfg = config();
-  cfg.proxy = proxy.url();
+  cfg.transport.http.proxy = proxy.url();
   auto c = make_hub_client(cfg);
   ASSERT_TRUE(c->resolve_revision("main", in(10s)));
   EXPECT_EQ(read_all(*c, file("README.md")), source("README.md"));

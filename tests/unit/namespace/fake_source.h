@@ -1,6 +1,6 @@
 #pragma once
 // A ListingSource made of maps (commit -> folder -> entries) that counts its calls and can be
-// told to fail or throw; and short ways to write entries.
+// told to fail or throw; and short ways to write entries and read nodes.
 
 #include <atomic>
 #include <map>
@@ -30,6 +30,15 @@ inline RemoteEntry file(const std::string& path, char sha, std::uint64_t size = 
   e.oid = hex('0', 40);
   e.lfs_sha256 = hex(sha, 64);
   return e;
+}
+
+// The bytes of a synthetic file; of a .target report, the folder's report.
+inline std::string bytes_of(const Node& n) {
+  if (const auto* f = n.as<Node::SyntheticFile>(); f != nullptr && f->bytes) return *f->bytes;
+  if (const auto* r = n.as<Node::Report>(); r != nullptr && r->folder_report) {
+    return *r->folder_report;
+  }
+  return "";
 }
 
 // Listings per commit and folder, counting the calls.

@@ -12,6 +12,7 @@
 namespace whfs::ns {
 namespace {
 
+using testing::bytes_of;
 using testing::dir;
 using testing::FakeSource;
 using testing::file;
@@ -141,7 +142,7 @@ TEST_F(NamespaceTest, SwitchKeepsUnchangedInodesAndInvalidatesChangedOnes) {
   // The old x.whl stays readable (an open file) until the kernel forgets it.
   auto old_x = ns.node(x);
   ASSERT_TRUE(old_x);
-  EXPECT_EQ((*old_x)->entry.lfs_sha256, hex('3', 64));
+  EXPECT_EQ((*old_x)->remote()->entry.lfs_sha256, hex('3', 64));
   ns.forget(x, 1);
   EXPECT_FALSE(ns.node(x));
 }
@@ -169,18 +170,13 @@ TEST_F(NamespaceTest, ForgetOfALiveInodeKeepsIt) {
 class FakeSynthetic : public SyntheticRoot {
  public:
   std::vector<std::shared_ptr<Node>> root_entries(const std::string& commit) override {
-    auto d = std::make_shared<Node>();
-    d->kind = NodeKind::kSyntheticDir;
-    d->name = "current";
-    d->identity = "current";
-    d->generate = [commit]() -> Expected<std::vector<std::shared_ptr<Node>>, FsErr> {
-      auto f = std::make_shared<Node>();
-      f->kind = NodeKind::kSyntheticFile;
-      f->name = ".target";
-      f->bytes = std::make_shared<const std::string>("{\"commit\":\"" + commit + "\"}");
-      f->identity = "current/.target:" + *f->bytes;
-      return std::vector<std::shared_ptr<Node>>{f};
-    };
+    auto d = synthetic_dir(
+        "current", "current", [commit]() -> Expected<std::vector<std::shared_ptr<Node>>, FsErr> {
+          auto bytes = std::make_shared<const std::string>("{\"commit\":\"" + commit + "\"}");
+          auto f = std::make_shared<Node>(
+              ".target", Node::SyntheticFile{"current/.target:" + *bytes, bytes, nullptr});
+          return std::vector<std::shared_ptr<Node>>{f};
+        });
     return {d};
   }
 };
@@ -192,14 +188,14 @@ TEST_F(NamespaceTest, SyntheticFoldersAreRebuiltOnSwitch) {
   const Ino cur = ns.lookup(kRootIno, "current")->ino;
   auto t1 = ns.lookup(cur, ".target");
   ASSERT_TRUE(t1);
-  EXPECT_EQ(*(*ns.node(t1->ino))->bytes, "{\"commit\":\"c1\"}");
+  EXPECT_EQ(bytes_of(**ns.node(t1->ino)), "{\"commit\":\"c1\"}");
   src.trees["c2"] = src.trees["c1"];
   src.trees["c2"][""][0] = dir("pkg", 'Z');
   ASSERT_TRUE(ns.switch_to("c2", 0));
   EXPECT_EQ(ns.lookup(kRootIno, "current")->ino, cur);
   auto t2 = ns.lookup(cur, ".target");
   ASSERT_TRUE(t2);
-  EXPECT_EQ(*(*ns.node(t2->ino))->bytes, "{\"commit\":\"c2\"}");
+  EXPECT_EQ(bytes_of(**ns.node(t2->ino)), "{\"commit\":\"c2\"}");
 }
 
 TEST_F(NamespaceTest, AListingThatThrowsLeavesTheFolderListableAgain) {

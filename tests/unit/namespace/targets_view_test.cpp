@@ -15,6 +15,7 @@
 namespace whfs::ns {
 namespace {
 
+using testing::bytes_of;
 using testing::dir;
 using testing::FakeSource;
 using testing::file;
@@ -96,8 +97,10 @@ TEST_F(TargetsViewTest, AKeysFolderIsMadeOnFirstLookup) {
   EXPECT_TRUE(report->per_caller);
   const auto node = names.node(report->ino);
   ASSERT_TRUE(node);
-  EXPECT_EQ((*node)->key, "sm89-torch2.9-cu128-cp311");
-  const auto j = nlohmann::json::parse(*(*node)->bytes);
+  const auto* folder_report = (*node)->as<Node::Report>();
+  ASSERT_NE(folder_report, nullptr);
+  EXPECT_EQ(folder_report->key, "sm89-torch2.9-cu128-cp311");
+  const auto j = nlohmann::json::parse(bytes_of(**node));
   EXPECT_EQ(j["packages"]["flash_attn"]["folder"], "sm89/torch2.9-cu128");
   EXPECT_EQ(j["target"]["arch"]["source"], "the key sm89-torch2.9-cu128-cp311");
   // Two GPUs: the folder that runs on both.
@@ -107,7 +110,9 @@ TEST_F(TargetsViewTest, AKeysFolderIsMadeOnFirstLookup) {
   ASSERT_TRUE(both_pkg);
   const auto wheel = names.lookup(both_pkg->ino, "flash_attn-2.8.3-cp312-cp312-linux_x86_64.whl");
   ASSERT_TRUE(wheel);
-  EXPECT_EQ((*names.node(wheel->ino))->alias->entry.path,
+  const auto* alias = (*names.node(wheel->ino))->as<Node::SyntheticFile>();
+  ASSERT_NE(alias, nullptr);
+  EXPECT_EQ(alias->alias->remote()->entry.path,
             "flash_attn/sm80/torch2.9-cu128/flash_attn-2.8.3-cp312-cp312-linux_x86_64.whl");
 }
 
@@ -140,7 +145,7 @@ TEST_F(TargetsViewTest, AnIndexForInstallers) {
   // Listing simple/ and reading its root page ask for no metadata.
   EXPECT_EQ(ls(names, simple->ino), (std::vector<std::string>{"flash-attn", "index.html"}));
   const auto root_page = names.lookup(simple->ino, "index.html");
-  const std::string root = *(*names.node(root_page->ino))->bytes;
+  const std::string root = bytes_of(**names.node(root_page->ino));
   EXPECT_NE(root.find("<a href=\"flash-attn/\">flash-attn</a>"), std::string::npos) << root;
   EXPECT_EQ(meta.asked, 0);
   // The project's page: the wheel (the same inode as in the package folder), its .metadata and
@@ -152,7 +157,7 @@ TEST_F(TargetsViewTest, AnIndexForInstallers) {
                                       "index.html"}));
   EXPECT_EQ(meta.asked, 1);
   const auto page = names.lookup(project->ino, "index.html");
-  const std::string html = *(*names.node(page->ino))->bytes;
+  const std::string html = bytes_of(**names.node(page->ino));
   EXPECT_NE(html.find("href=\"flash_attn-2.8.3-cp311-cp311-linux_x86_64.whl#sha256=" +
                       std::string(64, '3') + "\""),
             std::string::npos)
@@ -169,7 +174,7 @@ TEST_F(TargetsViewTest, AnIndexForInstallers) {
   EXPECT_EQ(
       ls(names, p312->ino),
       (std::vector<std::string>{"flash_attn-2.8.3-cp312-cp312-linux_x86_64.whl", "index.html"}));
-  const std::string bare = *(*names.node(names.lookup(p312->ino, "index.html")->ino))->bytes;
+  const std::string bare = bytes_of(**names.node(names.lookup(p312->ino, "index.html")->ino));
   EXPECT_EQ(bare.find("data-core-metadata"), std::string::npos);
   // A target with no wheel: an empty index.
   const auto k90 = names.lookup(targets->ino, "sm90-torch2.9-cu128-cp311");
@@ -222,7 +227,7 @@ TEST_F(TargetsViewTest, TheNumberOfFoldersIsBounded) {
 }
 
 // One user's made-up keys spend its own share only; the folders the kernel let go of make room
-// again; where current/ leads is never refused (issue 21).
+// again; where current/ leads is never refused.
 TEST_F(TargetsViewTest, OneUserCannotSpendTheFoldersOfAll) {
   TargetsView view(src_, kHost, nullptr, 6, 2);
   view.set_current_keys([](const std::string& key) { return key == "sm80-torch2.9-cu128-cp311"; });

@@ -11,9 +11,12 @@
 
 #include "fs/publish/hub_writer.h"
 #include "tests/support/fakehub.h"
-#include "tests/unit/publish/test_wheels.h"
+#include "tests/unit/check/test_wheels.h"
 
 namespace whfs::publish::test {
+
+using check::test::wheel_members;
+using check::test::write_wheel;
 
 inline const std::string kRepo = "acme/wheels";
 
@@ -41,12 +44,13 @@ class Emulator {
 
   WriterConfig config(const std::string& token = "hf_w", const std::string& repo = kRepo) const {
     WriterConfig c;
-    c.endpoint = hub->hub_url();
+    c.transport.endpoint = hub->hub_url();
     c.repo = *hub::parse_repo_ref(repo);
-    c.token_file = token.empty() ? "/nonexistent/token" : token_file(token);
-    c.retry = hub::RetryPolicy{3, std::chrono::milliseconds(10), std::chrono::milliseconds(20)};
-    c.http.low_speed_time = std::chrono::seconds(1);
-    c.http.connect_timeout = std::chrono::seconds(2);
+    c.transport.token_file = token.empty() ? "/nonexistent/token" : token_file(token);
+    c.transport.retry =
+        hub::RetryPolicy{3, std::chrono::milliseconds(10), std::chrono::milliseconds(20)};
+    c.transport.http.low_speed_time = std::chrono::seconds(1);
+    c.transport.http.connect_timeout = std::chrono::seconds(2);
     return c;
   }
 

@@ -4,12 +4,14 @@
 
 #include <gtest/gtest.h>
 
-#include "fs/publish/wheel_check.h"
+#include "fs/check/wheel_check.h"
 #include "tests/unit/publish/emulator.h"
 
 namespace whfs::publish {
 namespace {
 
+using check::inspect_wheel;
+using check::WheelFacts;
 using nlohmann::json;
 
 class HubWriterTest : public ::testing::Test {
@@ -193,7 +195,8 @@ TEST_F(HubWriterTest, TokensThatCannotWrite) {
   EXPECT_EQ(p.error().kind, PublishError::Kind::kNotFound);
 
   WriterConfig c = emu_->config("hf_w");
-  c.endpoint = "http://192.0.2.1:8080";  // plain http, not this machine: checked before sending
+  c.transport.endpoint =
+      "http://192.0.2.1:8080";  // plain http, not this machine: checked before sending
   HubWriter far(c);
   auto insecure = far.ready();
   ASSERT_FALSE(insecure);

@@ -12,6 +12,9 @@
 namespace whfs::publish {
 namespace {
 
+using check::Action;
+using check::inspect_wheel;
+
 class PublisherTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { emu_ = new test::Emulator(); }
@@ -34,10 +37,10 @@ class PublisherTest : public ::testing::Test {
                                             const std::string& branch = "main") {
     const WriterConfig wc = emu_->config("hf_w", repo);
     hub::HubClientConfig rc;
-    rc.endpoint = wc.endpoint;
+    rc.transport.endpoint = wc.transport.endpoint;
+    rc.transport.token_file = wc.transport.token_file;
+    rc.transport.retry = wc.transport.retry;
     rc.repo = wc.repo;
-    rc.token_file = wc.token_file;
-    rc.retry = wc.retry;
     auto reader = hub::make_hub_client(rc);
     HubWriter writer(wc);
     Publisher p(*reader, writer);
@@ -74,7 +77,7 @@ TEST_F(PublisherTest, PublishedOnceThenNothingToDo) {
 
 // What is sent is the file that was checked: a wheel replaced at its path after the check is
 // not read by name (the checked file is sent), and one written into after the check is
-// refused before anything is committed (issue 21).
+// refused before anything is committed.
 TEST_F(PublisherTest, TheCheckedCopyIsTheOneSent) {
   PublishItem swapped = item("4.0", "checked");
   const auto path = swapped.wheel.local;

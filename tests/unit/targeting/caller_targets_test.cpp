@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -188,6 +189,20 @@ TEST_F(CallerTargetsTest, OverridesFixTheirAxisForEveryone) {
   EXPECT_EQ(one.resolve(b.pid())->key, "sm86+sm89-torch2.9-cu128-cp312");
 }
 
+// Where openat2(2) is refused (a kernel before 5.6; systemd's RestrictSUIDSGID= filter), a
+// process's files are still read: its venv and torch, as with openat2.
+TEST_F(CallerTargetsTest, WithoutOpenat2ACallerIsStillResolved) {
+  set_openat2_for_testing([](int, const char*, void*, std::size_t) -> long {
+    errno = ENOSYS;
+    return -1;
+  });
+  auto targets = make();
+  const Sleeper a(env("a", {"CUDA_VISIBLE_DEVICES=0"}));
+  const auto r = targets.resolve(a.pid());
+  set_openat2_for_testing(nullptr);
+  EXPECT_EQ(r->key, "sm89-torch2.9-cu128-cp312") << r->why_unresolved;
+}
+
 // FUSE request threads ask at once, for the same and for different processes, while a refresh
 // replaces the GPUs (run under TSan in CI).
 TEST_F(CallerTargetsTest, ManyThreadsAtOnce) {
@@ -254,7 +269,7 @@ class HungProc {
 };
 
 // A request waits at most the deadline for a process's files, one user has a bound on its
-// readings under way, and another user is not held by it (issue 21).
+// readings under way, and another user is not held by it.
 TEST_F(CallerTargetsTest, AHungReadingCostsTheDeadlineAndOneUserItsOwnBound) {
   HungProc proc(dir_.path() / "proc");
   for (pid_t pid = 1000; pid < 1010; ++pid) proc.add(pid);

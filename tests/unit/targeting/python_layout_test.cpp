@@ -222,7 +222,7 @@ TEST(ChooseInterpreter, InTheProcesssOrder) {
 }
 
 // pyenv's shims decide at run time; what they would decide is read from pyenv's own files,
-// nothing is run (issue 22).
+// nothing is run.
 TEST(ChooseInterpreter, PyenvShimsAsPyenvWouldResolveThem) {
   TempDir dir;
   const fs::path root = dir.path();
@@ -275,8 +275,8 @@ TEST(ChooseInterpreter, PyenvShimsAsPyenvWouldResolveThem) {
   EXPECT_NE(c.error().find("not a version name"), std::string::npos) << c.error();
 }
 
-// A process names as many PATH folders as it likes; the daemon looks at the first 64 (a 128 KiB
-// PATH cost 0.1 s of its CPU per detection before, issue 21).
+// A process names as many PATH folders as it likes; the daemon looks at the first 64 (all of a
+// 128 KiB PATH would cost 0.1 s of its CPU per detection).
 TEST(ChooseInterpreter, OnlyTheFirstFoldersOfAHugePathAreLookedAt) {
   TempDir dir;
   const fs::path root = dir.path();

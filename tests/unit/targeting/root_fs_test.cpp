@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 
 #include "tests/unit/targeting/fixtures.h"
@@ -15,8 +17,50 @@ using testing::TempDir;
 using testing::write_file;
 namespace fs = std::filesystem;
 
+// How paths are resolved: by the kernel's openat2, or, where openat2 is refused (a stand-in
+// that fails as a kernel before 5.6 or a seccomp filter does), one name at a time.
+enum class Resolver { kOpenat2, kEnosys, kEperm };
+
+std::atomic<int> g_refused_calls{0};
+long refuse_enosys(int, const char*, void*, std::size_t) {
+  ++g_refused_calls;
+  errno = ENOSYS;
+  return -1;
+}
+long refuse_eperm(int, const char*, void*, std::size_t) {
+  ++g_refused_calls;
+  errno = EPERM;
+  return -1;
+}
+
+// Sets the resolver for the test, and back after it.
+class WithResolver {
+ public:
+  explicit WithResolver(Resolver r) {
+    g_refused_calls = 0;
+    set_openat2_for_testing(r == Resolver::kEnosys  ? refuse_enosys
+                            : r == Resolver::kEperm ? refuse_eperm
+                                                    : nullptr);
+  }
+  ~WithResolver() { set_openat2_for_testing(nullptr); }
+  WithResolver(const WithResolver&) = delete;
+  WithResolver& operator=(const WithResolver&) = delete;
+};
+
+std::string resolver_name(const ::testing::TestParamInfo<Resolver>& info) {
+  switch (info.param) {
+    case Resolver::kOpenat2:
+      return "Openat2";
+    case Resolver::kEnosys:
+      return "WalkOnEnosys";
+    case Resolver::kEperm:
+      return "WalkOnEperm";
+  }
+  return "?";
+}
+
 // A folder standing for another process's root, with a secret outside it.
-class RootFsTest : public ::testing::Test {
+class RootFsTest : public ::testing::TestWithParam<Resolver> {
  protected:
   void SetUp() override {
     write_file(dir_.path() / "secret", "outside");
@@ -25,13 +69,20 @@ class RootFsTest : public ::testing::Test {
     ASSERT_TRUE(r) << r.error();
     root_ = std::move(*r);
   }
+  void TearDown() override {
+    // The stand-in was asked: the walk answered, not the kernel's openat2.
+    if (GetParam() != Resolver::kOpenat2) {
+      EXPECT_GT(g_refused_calls.load(), 0);
+    }
+  }
   fs::path in(const std::string& p) const { return dir_.path() / "root" / p; }
 
+  WithResolver resolver_{GetParam()};
   TempDir dir_;
   RootFs root_;
 };
 
-TEST_F(RootFsTest, ReadsInsideTheRoot) {
+TEST_P(RootFsTest, ReadsInsideTheRoot) {
   EXPECT_EQ(root_.read_file("/etc/os-release", 100), "inside");
   EXPECT_EQ(root_.read_file("etc/os-release", 100), "inside");
   EXPECT_EQ(root_.read_head("/etc/os-release", 3), "ins");
@@ -44,7 +95,7 @@ TEST_F(RootFsTest, ReadsInsideTheRoot) {
 
 // Whatever the process's files say, the daemon never reads outside the process's root:
 // ".." stops at the root, and absolute or relative links resolve inside it.
-TEST_F(RootFsTest, NeverEscapesTheRoot) {
+TEST_P(RootFsTest, NeverEscapesTheRoot) {
   EXPECT_FALSE(root_.read_file("/../secret", 100));
   EXPECT_FALSE(root_.read_file("/etc/../../secret", 100));
   fs::create_symlink(dir_.str("secret"), in("abs"));  // the daemon's path to the secret
@@ -63,7 +114,7 @@ TEST_F(RootFsTest, NeverEscapesTheRoot) {
   EXPECT_FALSE(root_.read_file("/magic", 1 << 20));
 }
 
-TEST_F(RootFsTest, HostileFilesCannotStallOrFlood) {
+TEST_P(RootFsTest, HostileFilesCannotStallOrFlood) {
   ASSERT_EQ(::mkfifo(in("fifo").c_str(), 0644), 0);
   const auto start = std::chrono::steady_clock::now();
   EXPECT_FALSE(root_.read_file("/fifo", 100));  // never waits for a writer
@@ -77,7 +128,7 @@ TEST_F(RootFsTest, HostileFilesCannotStallOrFlood) {
   EXPECT_FALSE(root_.read_file("/etc/dir.cfg", 100));
 }
 
-TEST_F(RootFsTest, StampsChangeWithTheFile) {
+TEST_P(RootFsTest, StampsChangeWithTheFile) {
   const auto a = root_.stamp("/etc/os-release");
   ASSERT_TRUE(a);
   EXPECT_EQ(root_.stamp("/etc/os-release"), a);
@@ -88,8 +139,17 @@ TEST_F(RootFsTest, StampsChangeWithTheFile) {
 
 // The mount's own filesystem (here: /dev/shm's, standing for it) is never entered: not by a
 // path, a symlink to it, a folder on the way, nor as the root itself; other mounts on the way
-// are crossed as usual (issue 21).
-TEST(RootFsRefused, APathIntoTheRefusedFilesystemIsNotFollowed) {
+// are crossed as usual.
+INSTANTIATE_TEST_SUITE_P(Resolvers, RootFsTest,
+                         ::testing::Values(Resolver::kOpenat2, Resolver::kEnosys, Resolver::kEperm),
+                         resolver_name);
+
+class RootFsRefused : public ::testing::TestWithParam<Resolver> {
+ protected:
+  WithResolver resolver_{GetParam()};
+};
+
+TEST_P(RootFsRefused, APathIntoTheRefusedFilesystemIsNotFollowed) {
   struct stat shm {
   }, top{};
   if (::stat("/dev/shm", &shm) != 0 || ::stat("/", &top) != 0 || shm.st_dev == top.st_dev ||
@@ -128,6 +188,10 @@ TEST(RootFsRefused, APathIntoTheRefusedFilesystemIsNotFollowed) {
   EXPECT_NE(in_root.error().find("inside this mount"), std::string::npos);
   fs::remove_all(inside);
 }
+
+INSTANTIATE_TEST_SUITE_P(Resolvers, RootFsRefused,
+                         ::testing::Values(Resolver::kOpenat2, Resolver::kEnosys, Resolver::kEperm),
+                         resolver_name);
 
 TEST(NormalizePath, FoldsDotsAndSlashes) {
   EXPECT_EQ(normalize_path("/a/./b//c/../d"), "/a/b/d");
