@@ -97,9 +97,9 @@ Expected<cache::Result<cache::ContentState>, ReadError> RangedGets::get_and_put(
   const std::uint64_t length = std::min(c.size, static_cast<std::uint64_t>(r.end()) * bs) - offset;
   // Whole blocks are stored as they arrive, kStreamPutBytes at a time, from a buffer of this
   // thread's that holds that much and one block more: a buffer of the whole request (4 MiB per
-  // worker) was first touched by each worker's first download (page faults: a tenth of a cold
-  // read's CPU) and its bytes had left the CPU's cache by the time they were stored. Blocks of
-  // a transfer that fails midway stay stored; the retry asks for the rest.
+  // worker) would be first touched by each worker's first download (page faults: a tenth of a
+  // cold read's CPU) and its bytes would have left the CPU's cache before they were stored. Blocks
+  // of a transfer that fails midway stay stored; the retry asks for the rest.
   const auto cap = static_cast<std::size_t>(((kStreamPutBytes + bs - 1) / bs + 1) * bs);
   thread_local std::unique_ptr<std::byte[]> staging;
   thread_local std::size_t staging_size = 0;

@@ -67,8 +67,9 @@ struct FetcherConfig {
 // How long a read may wait, and what stops it early.
 struct WaitPolicy {
   // The longest a read waits without any progress of the downloads it needs (a large file
-  // on a slow link is not a failure while its bytes keep arriving).
-  std::chrono::milliseconds patience{30000};
+  // on a slow link is not a failure while its bytes keep arriving). Set by the caller from the
+  // mount's read_timeout; zero fails a read that would have to wait at all.
+  std::chrono::milliseconds patience{};
   CancelFlag* cancel = nullptr;  // the caller went away (FUSE interrupt)
 };
 

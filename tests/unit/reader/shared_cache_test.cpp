@@ -182,7 +182,7 @@ TEST_F(SharedCacheTest, APeekOfASharedCacheTakesNoBytesThisProcessDidNotVerify) 
   plant_block_three();
   auto c = open(options());
   const std::uint32_t bs = c->block_size();
-  const WaitPolicy wait;
+  const WaitPolicy wait{std::chrono::seconds(10), nullptr};
   {
     MemoryHub hub(bytes);
     TestReader trusting_parts(*c, hub, testing::public_scope(), ReaderConfig{config(), {}},
