@@ -1,5 +1,5 @@
 #pragma once
-// A mount's figures as Prometheus metric families (README "Metrics" lists them): read from the
+// A mount's figures as Prometheus metric families (fs/metrics/README.md lists them): read from the
 // hub client's, the reader's and the cache's own counters at each scrape.
 
 #include <prometheus/metric_family.h>
