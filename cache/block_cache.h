@@ -39,7 +39,7 @@ struct Options {
   // boundary), so 200 random 4 KiB reads of a 256 MiB file fetch about 200 x 1.125 x 32 KiB =
   // 7 MiB (64 KiB blocks: 14 MiB); every read checksums its whole block, so small blocks keep
   // cached random reads cheap; and coalesced puts run as fast with 8 pages as with more. The
-  // figures (tests/bench/cache_bench) are in README's architecture section.
+  // figures (tests/bench/cache_bench) are in tests/bench/README.md.
   std::uint32_t block_pages = 8;
   // Eviction starts when the blocks pass high_water_percent of the cap and stops at
   // low_water_percent; each write txn of it deletes at most evict_batch_blocks blocks.

@@ -21,10 +21,9 @@
 //    and contents are verified against their hash, so damage LMDB cannot see is a miss, never
 //    wrong bytes.
 //  - no MDB_WRITEMAP: it saves the write(2) copy of each put, but is no faster here (the
-//    sparse file's first-touch faults eat the gain; figures in README's architecture
-//    section); and a full disk then kills the process with SIGBUS
-//    instead of failing a write, and LMDB truncates the data file to the map size of
-//    whichever process opens it.
+//    sparse file's first-touch faults eat the gain; figures in tests/bench/README.md); and a
+//    full disk then kills the process with SIGBUS instead of failing a write, and LMDB
+//    truncates the data file to the map size of whichever process opens it.
 //  - MDB_NOTLS: FUSE serves requests from a thread pool; read txns must not be tied to threads
 //    (and are pooled, see read_txn_pool.h).
 //  - map size = the cap less a small reserve for evictions (put_map_size in records.h): the

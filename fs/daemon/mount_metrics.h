@@ -1,6 +1,7 @@
 #pragma once
-// A mount's figures as Prometheus metric families (README "Metrics" lists them): read from the
-// hub client's, the read path's (ReadPathStats) and the cache's own counters at each scrape.
+// A mount's figures as Prometheus metric families (fs/metrics/README.md lists them): read
+// from the hub client's, the read path's (ReadPathStats) and the cache's own counters at each
+// scrape.
 
 #include <prometheus/metric_family.h>
 

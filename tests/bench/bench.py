@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""wheelhouse-fs's own benchmark (issue #8): what the shared peer harness does not measure.
+"""wheelhouse-fs's own benchmark: what the shared peer harness does not measure.
 
     python3 tests/bench/bench.py [--rate 50m] [--many 10000,100000] [--reps 3] [--out FILE.md]
                                  [--mount-options streaming,...] [--only first_byte,random,...]

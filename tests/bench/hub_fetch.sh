@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Benchmark (not a test) for issue #3: one 256 MiB file from the Hub emulator in WAN mode
-# (default 50 MB/s per connection, like a CDN stream), fetched by
+# Benchmark (not a test) of the Hub transport's ranged reads: one 256 MiB file from the Hub
+# emulator in WAN mode (default 50 MB/s per connection, like a CDN stream), fetched by
 #   curl (one stream) | aria2c -x16 -s16 | HubClient with N parallel ranged GETs.
 # Usage: tests/bench/hub_fetch.sh [RATE] [LATENCY_MS]     (RATE e.g. 50m; 0 = unthrottled)
 set -euo pipefail

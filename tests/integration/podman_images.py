@@ -219,7 +219,7 @@ BUILD_IMAGE = os.path.join(mounttest.SOURCE_DIR, "tools", "kubernetes", "build-i
 
 
 def plugin_image(base, deb):
-    """The wheelhouse-csi image as README builds it: tools/kubernetes/build-image.sh, which runs
+    """The wheelhouse-csi image as tools/kubernetes/README.md builds it: tools/kubernetes/build-image.sh, which runs
     `dpkg -i` of the .deb on `base` (it has the .deb's dependencies: no network), tagged
     localhost/whfs-test-plugin:<hash of the base, the .deb's files and the recipe>."""
     root = tempfile.mkdtemp(prefix="deb-", dir=WORK)

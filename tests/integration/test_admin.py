@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Mounted tests of the mount and CLI as admins expect them (issue 24): mount point refusals,
+"""Mounted tests of the mount and CLI as admins expect them: mount point refusals,
 cache commands aimed at a mount, exit codes (every usage error exits 2), readable errors and
 `wheelhouse doctor`."""
 import glob

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Mounted tests of issue #21: what a hostile local user can try against a root daemon with
+"""Mounted tests of what a hostile local user can try against a root daemon with
 allow_other, done as a real second user (created here) of a real mount.
 
 - Reentrant: caller paths that lead back into the mount itself (VIRTUAL_ENV, PATH, a symlink,

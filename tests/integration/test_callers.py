@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Mounted tests of issue #14: current/ follows the process that looks. Two venvs (one claims
+"""Mounted tests of current/ following the process that looks. Two venvs (one claims
 Python 3.12 with torch 2.7, the other is a real 3.11 venv with torch 2.9), a container-like
 caller with its own mount namespace, PID namespace and root, processes limited to one of two
 fake GPUs, a process with no Python, another user, and targets/<key>/ for a table of keys.

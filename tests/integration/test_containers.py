@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""README's container recipes ("In containers"), run in real podman containers (issue 26).
+"""The container recipes of tools/docs/containers.md, run in real podman containers.
 
 Images come from a debootstrap root of Debian 12 (podman_images.py), never from a registry;
-each recipe runs as README writes it, adapted only in the image's name, the mount's folder and
+each recipe runs as that page writes it, adapted only in the image's name, the mount's folder and
 the emulator's endpoint:
 - the host's mount bind-mounted `:ro,rslave` into two containers whose images have different
   torch in their venv: each `pip install /wheelhouse/current/flash_attn/*.whl` installs its own

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""wheelhouse-csi driven over its unix socket as kubelet drives it (issue 26): the Identity
+"""wheelhouse-csi driven over its unix socket as kubelet drives it: the Identity
 calls, NodeGetCapabilities and NodeGetInfo, then NodePublishVolume for two "pods" that are
 podman containers with different torch in their images, each installing its own build from its
 volume; publish twice, an incompatible publish, bad volume_context, unpublish of an unknown

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Mounted tests of current/ (issue #6): the wheels that run for the process that looks,
+"""Mounted tests of current/: the wheels that run for the process that looks,
 detected from a fake CUDA runtime and a fake torch install, or given as overrides; pip installs
 them. The per-caller cases (venvs, containers, GPUs per process) are in test_callers.py."""
 import glob

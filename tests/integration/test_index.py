@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Mounted tests of issue #15: pip reads the mount as an index. Each target folder (and so
+"""Mounted tests of pip reading the mount as an index. Each target folder (and so
 current/) has simple/ (PEP 503 pages with #sha256, data-requires-python and PEP 658/714
 metadata beside the wheels) and all/ (for --find-links); `wheelhouse hashes` writes a
 --require-hashes requirements file. The real pip (Debian's when there is one), offline,

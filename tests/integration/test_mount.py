@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Mounted tests of wheelhousefs against the Hub emulator (issue #5): real FUSE mounts,
+"""Mounted tests of wheelhousefs against the Hub emulator: real FUSE mounts,
 compared byte for byte with the source folder and errno for errno with a local read-only
 folder."""
 import concurrent.futures
@@ -208,7 +208,7 @@ class MountLifecycle(MountedTestCase):
                                 self.scratch("mnt")], capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 1)
         self.assertLess(time.monotonic() - start, 30)
-        # The cause first, short; what it means and what to check after it (issue 24).
+        # The cause first, short; what it means and what to check after it.
         lines = r.stderr.strip().splitlines()
         self.assertEqual(len(lines), 2, r.stderr)
         self.assertLessEqual(len(lines[0]), 160, lines[0])

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Mounted tests of running it for real (issue #7): the `wheelhouse` CLI against a live mount
+"""Mounted tests of running it for real: the `wheelhouse` CLI against a live mount
 and its cache, the site cache shared by two mounts, and `tools/dev.sh try`."""
 import glob
 import json

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Mounted tests of `wheelhouse publish` (issue 16): a wheel built by the test generator for a
+"""Mounted tests of `wheelhouse publish`: a wheel built by the test generator for a
 fake sm89/torch2.9 target is published to the emulator and appears, byte for byte, in a
 running mount after SIGHUP (or refresh=) and in current/ of a caller with that target, where
 pip installs it; --target auto from a fake CUDA runtime and a fake torch; nothing to do, a

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Mounted tests of issue #22: the headline command the way people type it. A real interactive
+"""Mounted tests of the headline command the way people type it. A real interactive
 bash and zsh in a pseudo-terminal, with the hook of `wheelhouse shell-hook` in their rc file,
 expand current/flash_attn/*.whl themselves (the shell's own glob, answered for the shell's
 process) after `source activate`, `deactivate` and another venv, a conda-style env, pyenv shims

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Mounted tests of what a person waiting on the mount can see (issue 23): a log written as
+"""Mounted tests of what a person waiting on the mount can see: a log written as
 things happen, `wheelhouse status` naming the transfer under way, prefetch's progress moving
 by bytes on a slow CDN (through a pseudo-terminal), and Prometheus metrics scraped by a real
 Prometheus server and checked by promtool."""

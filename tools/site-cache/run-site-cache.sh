@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the site cache (wheelhouse-site-cache.conf.template) as a private nginx, for tests and
 # for trying it out: run-site-cache.sh start PORT HUB_URL DIR [MAX_SIZE] | stop DIR
-# (A production site cache uses the system's nginx: see README, "A site cache for clusters".)
+# (A production site cache uses the system's nginx: see README.md here.)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cmd=${1:?usage: run-site-cache.sh start PORT HUB_URL DIR [MAX_SIZE] | stop DIR}

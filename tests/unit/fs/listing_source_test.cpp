@@ -148,8 +148,7 @@ TEST_F(ListingSourceTest, AHugeSubtreeIsListedOneFolderAtATime) {
 
 // A cache others can write (group-shared, a read-only tier someone else made) holds listings
 // that are hints: the Hub's answer decides each file's hash, one subtree call still serves
-// every folder in it, and the cached copy is used only when the Hub cannot be reached
-// (issue 21).
+// every folder in it, and the cached copy is used only when the Hub cannot be reached.
 std::string sha_of(const std::vector<RemoteEntry>& entries, const std::string& path) {
   for (const auto& e : entries) {
     if (e.path == path) return e.lfs_sha256;

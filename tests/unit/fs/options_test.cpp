@@ -76,7 +76,7 @@ TEST_F(OptionsTest, BadInputIsOneClearLine) {
       {{}, "missing MOUNTPOINT"},
       {{"a/b", "/m", "extra"}, "too many arguments"},
       {{"-o", "h\nDo", "/m"}, "unknown option 'h\\x0aDo'"},  // found by options_fuzz
-      // Refused here, not once the mount started (issue 24: every usage error exits 2).
+      // Refused here, not once the mount started: every usage error exits 2.
       {{"not a repo", "/m"}, "not a repo"},
       {{"-o", "arch=sm8x", "/m"}, "arch=sm8x"},
       {{"-o", "torch=latest", "/m"}, "torch"},

@@ -177,7 +177,7 @@ TEST_F(SharedCacheTest, BlocksPlantedWithTheVerifiedFlagAreNotServed) {
 }
 
 // What the daemon derives for itself from a content (a wheel's METADATA, by peek) comes, in a
-// cache others can write, only from bytes this process verified: else from the Hub (issue 21).
+// cache others can write, only from bytes this process verified: else from the Hub.
 TEST_F(SharedCacheTest, APeekOfASharedCacheTakesNoBytesThisProcessDidNotVerify) {
   plant_block_three();
   auto c = open(options());
