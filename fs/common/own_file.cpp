@@ -142,6 +142,20 @@ Expected<OwnFolder, std::string> OwnFolder::open(const std::string& path, bool c
   return OwnFolder(cur, at);
 }
 
+std::string not_own_file(int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return std::string("cannot look at it: ") + std::strerror(errno);
+  if (!S_ISREG(st.st_mode)) return "it is not a regular file";
+  if (st.st_uid != ::geteuid()) {
+    return "it belongs to uid " + std::to_string(st.st_uid) + ", not to this daemon's user (uid " +
+           std::to_string(::geteuid()) + ")";
+  }
+  if (st.st_nlink != 1) {
+    return "it has " + std::to_string(st.st_nlink) + " hard links (another name could be anything)";
+  }
+  return "";
+}
+
 Expected<int, std::string> open_own_file(const OwnFolder& folder, const std::string& name,
                                          mode_t mode, const std::string& what, bool* created) {
   if (created != nullptr) *created = false;
@@ -160,19 +174,7 @@ Expected<int, std::string> open_own_file(const OwnFolder& folder, const std::str
     if (err == ENXIO || err == EISDIR) return unexpected(what + ": it is not a regular file");
     return unexpected(what + ": cannot open it: " + std::strerror(err));
   }
-  struct stat st {};
-  std::string why;
-  if (::fstat(fd, &st) != 0) {
-    why = std::string("cannot look at it: ") + std::strerror(errno);
-  } else if (!S_ISREG(st.st_mode)) {
-    why = "it is not a regular file";
-  } else if (st.st_uid != ::geteuid()) {
-    why = "it belongs to uid " + std::to_string(st.st_uid) + ", not to this daemon's user (uid " +
-          std::to_string(::geteuid()) + ")";
-  } else if (st.st_nlink != 1) {
-    why = "it has " + std::to_string(st.st_nlink) + " hard links (another name could be anything)";
-  }
-  if (!why.empty()) {
+  if (const std::string why = not_own_file(fd); !why.empty()) {
     ::close(fd);
     return unexpected(what + ": " + why);
   }

@@ -46,6 +46,10 @@ Expected<int, std::string> open_own_file(const OwnFolder& folder, const std::str
                                          mode_t mode, const std::string& what,
                                          bool* created = nullptr);
 
+// Why the open file `fd` is not this user's own (a regular file of this user with no other hard
+// link): one clause such as "it is not a regular file"; "" when it is.
+std::string not_own_file(int fd);
+
 // Whether an existing entry `name` of `folder` may be replaced by this user's file: absent, or a
 // regular file of this user (not a link, a folder, another user's file). Else one line that
 // starts with `what`.

@@ -1,5 +1,7 @@
 #include "fs/common/text.h"
 
+#include <algorithm>
+
 namespace whfs {
 
 std::string_view trim(std::string_view s) {
@@ -42,6 +44,43 @@ std::vector<std::string_view> split_nonempty(std::string_view s, char sep) {
     if (!field.empty()) out.push_back(field);
   }
   return out;
+}
+
+namespace {
+
+// Levenshtein distance, '-' and '_' alike.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  auto same = [](char x, char y) {
+    return x == y || ((x == '_' || x == '-') && (y == '_' || y == '-'));
+  };
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (same(a[i - 1], b[j - 1]) ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+std::string nearest_name(std::string_view word, const std::vector<std::string>& names) {
+  if (word.size() > 64) return "";  // too long to be a slip, and the table would be large
+  std::string best;
+  std::size_t best_d = word.size() < 5 ? 1 : 2;
+  for (const auto& n : names) {
+    const std::size_t d = edit_distance(word, n);
+    if (d <= best_d && (best.empty() || d < best_d)) {
+      best = n;
+      best_d = d;
+    }
+  }
+  return best;
 }
 
 }  // namespace whfs

@@ -23,4 +23,8 @@ std::vector<std::string_view> split(std::string_view s, char sep);
 // The same without the empty fields: "/usr//bin/" -> {"usr", "bin"}.
 std::vector<std::string_view> split_nonempty(std::string_view s, char sep);
 
+// The name of `names` nearest to `word` when near enough to be a slip (one edit for a word
+// under 5 letters, else two; '-' and '_' alike, so cache-dir is cache_dir); else "".
+std::string nearest_name(std::string_view word, const std::vector<std::string>& names);
+
 }  // namespace whfs

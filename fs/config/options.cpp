@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "fs/common/text.h"
 #include "fs/common/units.h"
 #include "fs/hub/hub_client.h"
 #include "fs/metrics/metrics.h"
@@ -80,41 +81,11 @@ constexpr std::string_view kKnownOptions =
     "refresh read_timeout stall_timeout caller_timeout connections api_requests debug "
     "allow_other allow_root auto_unmount default_permissions fsname max_read";
 
-// Levenshtein distance, '-' and '_' alike (cache-dir is cache_dir misspelt).
-std::size_t edit_distance(const std::string& a, const std::string& b) {
-  auto same = [](char x, char y) {
-    return x == y || ((x == '_' || x == '-') && (y == '_' || y == '-'));
-  };
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diag = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (same(a[i - 1], b[j - 1]) ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
-// "; did you mean 'cache_dir'?" for "cachedir", else "" (also for a key too long to be a slip).
+// "; did you mean 'cache_dir'?" for "cachedir", else "".
 std::string did_you_mean(const std::string& key) {
-  if (key.size() > 64) return "";
-  std::string best;
-  std::size_t best_d = key.size() < 5 ? 1 : 2;
-  std::size_t pos = 0;
-  while (pos < kKnownOptions.size()) {
-    const std::size_t end = std::min(kKnownOptions.find(' ', pos), kKnownOptions.size());
-    const std::string known(kKnownOptions.substr(pos, end - pos));
-    pos = end + 1;
-    const std::size_t d = edit_distance(key, known);
-    if (d <= best_d && (best.empty() || d < best_d)) {
-      best = known;
-      best_d = d;
-    }
-  }
+  std::vector<std::string> known;
+  for (auto name : split_nonempty(kKnownOptions, ' ')) known.emplace_back(name);
+  const std::string best = nearest_name(key, known);
   return best.empty() ? "" : "; did you mean '" + best + "'?";
 }
 

@@ -73,18 +73,9 @@ Expected<std::optional<std::string>, std::string> read_own(const OwnFolder& fold
     if (err == ELOOP) return unexpected(std::string("it is a symbolic link (not followed)"));
     return unexpected(std::string("cannot open it: ") + std::strerror(err));
   }
+  std::string why = not_own_file(fd);
   struct stat st {};
-  std::string why;
-  if (::fstat(fd, &st) != 0) {
-    why = std::string("cannot look at it: ") + std::strerror(errno);
-  } else if (!S_ISREG(st.st_mode)) {
-    why = "it is not a regular file";
-  } else if (st.st_uid != ::geteuid()) {
-    why = "it belongs to uid " + std::to_string(st.st_uid) + ", not to this daemon's user (uid " +
-          std::to_string(::geteuid()) + ")";
-  } else if (st.st_nlink != 1) {
-    why = "it has " + std::to_string(st.st_nlink) + " hard links";
-  } else if (static_cast<std::size_t>(st.st_size) > kMaxFile) {
+  if (why.empty() && ::fstat(fd, &st) == 0 && static_cast<std::size_t>(st.st_size) > kMaxFile) {
     why = "it is larger than " + std::to_string(kMaxFile >> 20) + " MiB";
   }
   std::string text;

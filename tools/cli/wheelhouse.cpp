@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "fs/common/log.h"
+#include "fs/common/text.h"
 #include "fs/common/version.h"
 #include "tools/cli/cli_commands.h"
 
@@ -53,40 +54,6 @@ constexpr const char* kExitCodes = R"(Exit status:
   6  publish: no token, or the Hub refused it
   7  publish: another file is at a wheel's path (--replace)
   8  publish: no such repository or branch)";
-
-// Levenshtein distance, '_' and '-' alike (cache_dir, cache-dir).
-std::size_t edit_distance(const std::string& a, const std::string& b) {
-  auto same = [](char x, char y) {
-    return x == y || ((x == '_' || x == '-') && (y == '_' || y == '-'));
-  };
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diag = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (same(a[i - 1], b[j - 1]) ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
-// The name of `names` nearest to `word`, when near enough to be a slip; else "".
-std::string nearest(const std::string& word, const std::vector<std::string>& names) {
-  if (word.size() > 64) return "";
-  std::string best;
-  std::size_t best_d = word.size() < 5 ? 1 : 2;
-  for (const auto& n : names) {
-    const std::size_t d = edit_distance(word, n);
-    if (d <= best_d && (best.empty() || d < best_d)) {
-      best = n;
-      best_d = d;
-    }
-  }
-  return best;
-}
 
 // For an option no command of the line knows: one sentence naming it and, when one is near,
 // the option meant ("--mnt" -> "--mount"); "" when every option is known.
@@ -115,7 +82,7 @@ std::string unknown_option(CLI::App& app, int argc, char** argv) {
       }
     }
     if (known) continue;
-    const std::string near = is_long ? nearest(name, names) : "";
+    const std::string near = is_long ? whfs::nearest_name(name, names) : "";
     return "unknown option '" + name + "' for `" + command + "`" +
            (near.empty() ? "" : "; did you mean " + near + "?") + " (see " + command + " --help)";
   }
@@ -401,7 +368,7 @@ int run(int argc, char** argv) {
       for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
         all.push_back(sub->get_name());
       }
-      const std::string near = nearest(a, all);
+      const std::string near = whfs::nearest_name(a, all);
       std::fprintf(stderr, "wheelhouse: unknown command '%s'%s (commands: %s; see --help)\n",
                    a.c_str(), near.empty() ? "" : ("; did you mean " + near + "?").c_str(),
                    names.c_str());
