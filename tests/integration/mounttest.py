@@ -187,12 +187,17 @@ class MountedTestCase(unittest.TestCase):
             cls.manifest = json.load(f)
         cls.tree = os.path.join(cls.data, "tree")
         cls.tmp = tempfile.mkdtemp(prefix="whfs-mount-")
+        # Class cleanups, not tearDownClass: they run also when a subclass's setUpClass fails
+        # after this one (then unittest calls no tearDownClass), and after any tearDownClass.
+        cls.addClassCleanup(shutil.rmtree, cls.tmp, ignore_errors=True)
+        cls.hub = None
+        cls.addClassCleanup(cls._stop_hub)
         cls.hub = FakeHub({REPO: cls.tree}, os.path.join(cls.tmp, "hub"), extra_args=cls.hub_args)
 
     @classmethod
-    def tearDownClass(cls):
-        cls.hub.stop()
-        shutil.rmtree(cls.tmp, ignore_errors=True)
+    def _stop_hub(cls):
+        if cls.hub is not None:  # the class's emulator now (a class may have started another)
+            cls.hub.stop()
 
     def scratch(self, name):
         d = os.path.join(self.tmp, f"{self.id().rsplit('.', 1)[-1]}-{name}")
