@@ -96,7 +96,7 @@ case $cmd in
   test)
     trap print_steps EXIT
     timed "setup (tools/dev/setup.sh --tests)" tools/dev/setup.sh --tests
-    timed "build" configure_and_build build
+    timed "build" configure_and_build build -DWHFS_DEBUG_INFO="${WHFS_DEBUG_INFO:-ON}"
     rm -f build/ctest-junit*.xml
     if (($#)); then
       timed "ctest $*" ctest --test-dir build --output-on-failure -j "$jobs" \
