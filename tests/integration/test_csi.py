@@ -36,6 +36,19 @@ TOKEN = "hf_csi_secret_0123456789"
 SLOW_REPO = "DoctorPopi/slow_wheelhouse"  # the same files; its Hub requests are held at will
 
 
+def kubelet_target(kubelet_dir, pod):
+    """kubelet's path for a pod's CSI volume; kubelet makes its parent, the plugin the rest."""
+    parent = os.path.join(kubelet_dir, "pods", pod, "volumes", "kubernetes.io~csi", "wheels")
+    os.makedirs(parent, exist_ok=True)
+    return os.path.join(parent, "mount")
+
+
+def state_daemons(state_dir):
+    """The daemons the plugin's state file records, by volume key."""
+    with open(os.path.join(state_dir, "state.json"), encoding="utf-8") as f:
+        return json.load(f)["daemons"]
+
+
 def daemon_processes(state_dir, repo=None):
     """pid -> argv of the wheelhousefs processes (starters and daemons) whose mount point is
     under `state_dir`, of `repo` when given."""
@@ -216,15 +229,10 @@ class PluginCase(MountedTestCase):
         return c
 
     def target(self, pod):
-        """kubelet's path for a pod's CSI volume; kubelet makes its parent, the plugin the rest."""
-        parent = os.path.join(self.kubelet_dir, "pods", pod, "volumes", "kubernetes.io~csi",
-                              "wheels")
-        os.makedirs(parent, exist_ok=True)
-        return os.path.join(parent, "mount")
+        return kubelet_target(self.kubelet_dir, pod)
 
     def daemons(self):
-        with open(os.path.join(self.state, "state.json"), encoding="utf-8") as f:
-            return json.load(f)["daemons"]
+        return state_daemons(self.state)
 
     def assert_bytes_right(self, target):
         some = sorted(p for p in self.manifest["files"] if p.endswith(".whl"))[:3]

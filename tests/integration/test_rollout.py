@@ -40,7 +40,8 @@ import mounttest  # noqa: E402
 import podman_images as images  # noqa: E402
 from mounttest import REPO, MountedTestCase, sha256_file, wait_for  # noqa: E402
 from test_csi import (PLUGIN, Kubelet, cgroup_hierarchies, cgroup_paths,  # noqa: E402
-                      cgroups_left, daemon_processes, load_messages, remove_cgroups)
+                      cgroups_left, daemon_processes, kubelet_target, load_messages,
+                      remove_cgroups, state_daemons)
 
 DAEMONSET = os.path.join(mounttest.SOURCE_DIR, "tools", "kubernetes", "daemonset.yaml")
 
@@ -287,14 +288,10 @@ class Rollout(MountedTestCase):
         return c
 
     def target(self, pod):
-        parent = os.path.join(self.kubelet_dir, "pods", pod, "volumes", "kubernetes.io~csi",
-                              "wheels")
-        os.makedirs(parent, exist_ok=True)
-        return os.path.join(parent, "mount")
+        return kubelet_target(self.kubelet_dir, pod)
 
     def daemons(self):
-        with open(os.path.join(self.state, "state.json"), encoding="utf-8") as f:
-            return json.load(f)["daemons"]
+        return state_daemons(self.state)
 
     def unpublish_all(self):
         for d in self.daemons().values():
