@@ -31,6 +31,8 @@ On start it prints one JSON line {"hub":..., "cdn":..., "control":...} (also wri
   POST /down     {server: hub|cdn} close the listener and drop connections ("Hub down")
   POST /up       {server: hub|cdn} listen again on the same port
   GET  /log                        the request log as a JSON array; POST /log/clear
+                                   empties it and drops every request that arrived before it,
+                                   even one still answering
   POST /shutdown
 """
 import argparse

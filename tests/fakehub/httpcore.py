@@ -21,10 +21,16 @@ class RequestLog:
         self.lock = threading.Lock()
         self.fh = open(path, "a", encoding="utf-8") if path else None
         self.entries = []
+        # Bumped by clear(). A request's line is written after its response, so a client can
+        # read the response and clear the log before that line lands: a request that arrived
+        # before the clear is dropped, not logged into the next test's record.
+        self.generation = 0
 
-    def write(self, entry):
+    def write(self, entry, generation):
         line = json.dumps(entry, separators=(",", ":"))
         with self.lock:
+            if generation != self.generation:
+                return
             self.entries.append(entry)
             if self.fh:
                 self.fh.write(line + "\n")
@@ -32,6 +38,7 @@ class RequestLog:
 
     def clear(self):
         with self.lock:
+            self.generation += 1
             self.entries = []
             if self.fh:
                 self.fh.truncate(0)
@@ -133,6 +140,7 @@ class Handler(BaseHTTPRequestHandler):
     def _dispatch(self, method):
         st = self.server.state
         self.started = time.time()
+        self.log_generation = st.log.generation
         self.method = method
         raw_path, _, self.raw_query = self.path.partition("?")
         self.raw_segments = raw_path.split("/")
@@ -391,4 +399,4 @@ class Handler(BaseHTTPRequestHandler):
             "accept_encoding": self.headers.get("Accept-Encoding"),
         }
         entry.update(self.log_extra)
-        st.log.write(entry)
+        st.log.write(entry, self.log_generation)

@@ -444,6 +444,23 @@ class FakeHubTest(unittest.TestCase):
         self.assertTrue(auth_entry["auth"])
         self.assertIn("+", hub_entry["path"])
 
+    def test_log_clear_drops_a_request_still_answering(self):
+        # A request's line lands after its response: one that arrived before the clear must not
+        # show up in the log after it (a test that clears, then judges, owns only its requests).
+        self.hub.fault(kind="hold", path="/revision/", count=1)
+        held = threading.Thread(target=lambda: self.c.get_json(f"/api/datasets/{REPO}/revision/main"))
+        held.start()
+        self.assertTrue(fakehub_ctl.wait_for(
+            lambda: any(f["fired"] for f in self.hub.state()["faults"])))
+        self.hub.clear_log()
+        self.hub.clear_faults()  # releases the held request; it answers after the clear
+        held.join(10)
+        self.c.get_json(f"/api/datasets/{REPO}")
+        log = fakehub_ctl.wait_for(lambda: len(self.hub.log()) >= 1) and self.hub.log()
+        time.sleep(0.2)  # a late line of the held request would land now
+        self.assertEqual([e["path"] for e in self.hub.log()], [f"/api/datasets/{REPO}"])
+        self.assertEqual(len(log), 1)
+
     def test_commit_moves_main_and_old_commit_stays(self):
         old = self.c.get_json(f"/api/datasets/{REPO}/revision/main")[2]["sha"]
         new = self.hub.ctl("/commit", {"repo": REPO, "add": {"new/file.txt": "hi"}})["sha"]
