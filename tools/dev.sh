@@ -96,7 +96,11 @@ case $cmd in
   test)
     trap print_steps EXIT
     timed "setup (tools/dev/setup.sh --tests)" tools/dev/setup.sh --tests
-    timed "build" configure_and_build build -DWHFS_DEBUG_INFO="${WHFS_DEBUG_INFO:-ON}"
+    # WHFS_UNITY=ON (.ci/run): a unity build, batches of 16 files, as the sanitizer builds
+    # (a clean build in 242 s instead of 415 s here; a developer's incremental build stays
+    # file by file).
+    timed "build" configure_and_build build -DWHFS_DEBUG_INFO="${WHFS_DEBUG_INFO:-ON}" \
+      -DCMAKE_UNITY_BUILD="${WHFS_UNITY:-OFF}" -DCMAKE_UNITY_BUILD_BATCH_SIZE=16
     rm -f build/ctest-junit*.xml
     if (($#)); then
       timed "ctest $*" ctest --test-dir build --output-on-failure -j "$jobs" \
