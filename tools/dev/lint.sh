@@ -41,8 +41,7 @@ esac
 # A unity build's compile database (configured, not built): clang-tidy on each unity file (16
 # sources, all under the header filter) finds what it finds on them one by one, for about a
 # fifth of the CPU (its matchers walk every header of a unit; tools/dev/lint_units.py).
-cmake -S . -B "$lint_build" -G Ninja -DWHFS_BENCH=OFF -DCMAKE_UNITY_BUILD=ON \
-  -DCMAKE_UNITY_BUILD_BATCH_SIZE=16 >/dev/null
+cmake -S . -B "$lint_build" -G Ninja -DWHFS_BENCH=OFF -DCMAKE_UNITY_BUILD=ON >/dev/null
 cmake --build "$lint_build" --target csi_generated >/dev/null
 if [[ ${1:-} == --changed ]]; then
   base=$(git merge-base HEAD origin/main 2>/dev/null || git rev-parse HEAD~1)
