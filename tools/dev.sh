@@ -172,8 +172,8 @@ case $cmd in
     # of the modules with threads and locks (tsan_tests); a unity build (CMakeLists.txt lists
     # the files compiled alone): every header is parsed once per batch instead of once per file.
     cmake -S "$src" -B "build-$kind" -G Ninja -DWHFS_SANITIZE="$kind" -DWHFS_BENCH=OFF \
-      -DCMAKE_UNITY_BUILD=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
-      -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" >/dev/null
+      -DCMAKE_UNITY_BUILD=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" >/dev/null
     timed "build ($kind)" cmake --build "build-$kind" -j "$jobs" --target tsan_tests
     timed "ctest (TSan)" ctest --test-dir "build-$kind" --output-on-failure -j "$jobs" -L unit \
       -R "$(cat "build-$kind/tsan_tests.txt")" "$@"
