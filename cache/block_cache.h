@@ -89,6 +89,10 @@ struct CacheStats {
   std::uint32_t block_size = 0;
   Usage usage;
   Counters counters;
+  // This process's, not recorded in the cache: complete contents it hashed in a pass of their
+  // own over the stored blocks, because no running hash covered them (they were stored by
+  // another process or before a restart, or a block of them was replaced).
+  std::uint64_t second_hash_passes = 0;
 };
 
 struct VerifyReport {

@@ -29,9 +29,10 @@ Result<ContentState> ContentVerifier::verify(const ContentId& id, std::uint64_t 
   // full pass over the stored blocks.
   Result<std::optional<std::vector<std::uint8_t>>> hashed =
       std::optional<std::vector<std::uint8_t>>();
-  if (auto running = hashes_.take_digest(id, total, rec->epoch)) {
+  if (auto running = hashes_.take_digest(id, content_size, rec->epoch)) {
     hashed = std::optional<std::vector<std::uint8_t>>(std::move(*running));
   } else {
+    second_passes_.fetch_add(1);
     hashed = hash_content(id, content_size);
   }
   if (!hashed) return Unexpected<CacheError>{hashed.error()};

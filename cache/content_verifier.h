@@ -4,6 +4,7 @@
 // blocks; a mismatch drops the blocks that fail their own checksum, or else the content. A
 // read-only store keeps what it found in memory instead (ContentStore::keep_unwritten).
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -28,6 +29,8 @@ class ContentVerifier {
 
   // BlockStore::verify_content.
   Result<ContentState> verify(const ContentId& id, std::uint64_t content_size);
+  // Contents verify() hashed in a pass of their own (CacheStats::second_hash_passes).
+  std::uint64_t second_hash_passes() const { return second_passes_.load(); }
 
  private:
   // The blocks of a content whose own checksum fails (damage at rest).
@@ -42,6 +45,7 @@ class ContentVerifier {
   RunningHashes& hashes_;
   const BlockGeometry geometry_;
   const bool read_only_;
+  std::atomic<std::uint64_t> second_passes_{0};
 };
 
 }  // namespace whfs::cache

@@ -32,6 +32,7 @@ Result<CacheStats> LmdbBlockCache::stats() {
     st.counters += quota_->pending_counters();
     st.map_bytes = engine_.map_size();
     st.block_size = block_size();
+    st.second_hash_passes = verifier_.second_hash_passes();
     struct stat sb {};
     if (::lstat((options_.dir / "data.mdb").c_str(), &sb) == 0) {
       st.file_bytes = static_cast<std::uint64_t>(sb.st_size);

@@ -15,50 +15,71 @@ void RunningHashes::advance(const ContentId& id, std::uint64_t content_size, std
     if (it != hashes_.end()) {
       h = it->second;
     } else if (first == 0) {
-      h = hashes_.emplace(id, std::make_shared<RunningHash>()).first->second;
+      h = hashes_
+              .emplace(id, std::make_shared<RunningHash>(
+                               id.kind() == ContentId::Kind::kSha256
+                                   ? Hasher(HashAlgo::kSha256)
+                                   : git_blob_hasher(content_size),
+                               content_size, epoch))
+              .first->second;
     } else {
       return;  // the front has not arrived: nothing to hash yet
     }
   }
-  std::lock_guard lock(h->mu);
-  if (!h->hasher) {
-    h->hasher.emplace(id.kind() == ContentId::Kind::kSha256 ? Hasher(HashAlgo::kSha256)
-                                                            : git_blob_hasher(content_size));
-    h->epoch = epoch;
-  }
-  if (h->epoch != epoch) {  // blocks were deleted since it started
+  if (h->epoch != epoch || h->content_size != content_size) {  // blocks were deleted since
     forget(id);
     return;
   }
+  // Marked before the lock is tried: a thread hashing now sees the mark once it is done, and
+  // hashes these blocks from the store then.
+  h->more.store(true);
+  std::unique_lock lock(h->mu, std::try_to_lock);
+  if (!lock.owns_lock()) return;
+  h->more.store(false);
   const std::uint32_t bs = geometry_.block_size();
   const auto n = static_cast<std::uint32_t>((data.size() + bs - 1) / bs);
   if (exact && first <= h->next && h->next < first + n) {
-    h->hasher->update(data.subspan(std::size_t{h->next - first} * bs));
+    h->hasher.update(data.subspan(std::size_t{h->next - first} * bs));
     h->next = first + n;
   }
+  while (true) {
+    if (!catch_up(id, *h)) {
+      lock.unlock();
+      forget(id);
+      return;
+    }
+    lock.unlock();
+    // Blocks put meanwhile by threads that found the lock taken: once more, unless one of
+    // them holds it now (then it looks).
+    if (!h->more.load() || !lock.try_lock()) return;
+    h->more.store(false);
+  }
+}
+
+bool RunningHashes::catch_up(const ContentId& id, RunningHash& h) {
   // Blocks that came out of order may follow: hash them from the store up to the next gap.
-  const std::uint32_t total = geometry_.block_count(content_size);
-  if (h->next >= total) return;
+  const std::uint32_t total = geometry_.block_count(h.content_size);
+  if (h.next >= total) return true;
   const ContentKey prefix = content_key(id);
   auto ok = engine_.read([&](ReadTxnPool::Reader& rd) -> lmdb::Res<void> {
-    for (auto e = rd.cursor.seek(block_key(id, h->next).bytes()); h->next < total;
+    for (auto e = rd.cursor.seek(block_key(id, h.next).bytes()); h.next < total;
          e = rd.cursor.next()) {
       if (!e) return Unexpected<lmdb::Error>{e.error()};
       const auto index = *e ? block_index_in((*e)->key, prefix.bytes()) : std::nullopt;
-      if (!index || *index != h->next) break;
+      if (!index || *index != h.next) break;
       // No block checksum: the content's hash covers these bytes (as in hash_content).
       const auto payload = unchecked_payload((*e)->value);
-      if (!payload || payload->size() != geometry_.block_length(content_size, h->next)) break;
-      h->hasher->update(*payload);
-      ++h->next;
+      if (!payload || payload->size() != geometry_.block_length(h.content_size, h.next)) break;
+      h.hasher.update(*payload);
+      ++h.next;
     }
     return {};
   });
-  if (!ok) forget(id);
+  return static_cast<bool>(ok);
 }
 
 std::optional<std::vector<std::uint8_t>> RunningHashes::take_digest(const ContentId& id,
-                                                                    std::uint32_t total,
+                                                                    std::uint64_t content_size,
                                                                     std::uint32_t epoch) {
   std::shared_ptr<RunningHash> h;
   {
@@ -68,9 +89,13 @@ std::optional<std::vector<std::uint8_t>> RunningHashes::take_digest(const Conten
     h = it->second;
     hashes_.erase(it);
   }
+  // Waits for a thread hashing it now; the blocks put while it did are hashed here.
   std::lock_guard lock(h->mu);
-  if (!h->hasher || h->next != total || h->epoch != epoch) return std::nullopt;
-  return h->hasher->finish();
+  if (h->epoch != epoch || h->content_size != content_size || !catch_up(id, *h)) {
+    return std::nullopt;
+  }
+  if (h->next != geometry_.block_count(content_size)) return std::nullopt;
+  return h->hasher.finish();
 }
 
 void RunningHashes::forget(const ContentId& id) {

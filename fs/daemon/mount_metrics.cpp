@@ -99,6 +99,10 @@ std::vector<prometheus::MetricFamily> mount_metrics(const MountFacts& f, const h
               d(s->counters.evicted_bytes));
     m.counter("wheelhouse_cache_corrupt_blocks_total", "Cache blocks whose checksum failed",
               d(s->counters.corrupt_blocks));
+    m.counter("wheelhouse_cache_second_hash_passes_total",
+              "Files hashed in a pass of their own over the cache, no running hash covering "
+              "them (stored by another process or before a restart)",
+              d(s->second_hash_passes));
     m.gauge("wheelhouse_cache_used_bytes", "Bytes the cache holds (its footprint)",
             d(s->usage.footprint_bytes));
     m.gauge("wheelhouse_cache_cap_bytes", "The cache's cap (cache_size)", d(s->cap_bytes));

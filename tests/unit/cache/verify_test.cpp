@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+#include <vector>
+
 #include "cache/block_cache.h"
 #include "tests/unit/cache/test_support.h"
 
@@ -105,6 +109,56 @@ TEST_F(VerifyTest, OutOfOrderPutsVerifyLikeInOrderOnes) {
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().kind, CacheError::Kind::kCorrupt);
   EXPECT_EQ(c2->content_state(id2).value(), std::nullopt);
+}
+
+TEST_F(VerifyTest, ParallelPutsAreHashedOnceWithoutASecondPass) {
+  // Sixteen threads store pieces of one content at once, as parallel ranged GETs do (each
+  // thread its own pieces, in order, the threads interleaved): no put waits for the thread
+  // hashing, so blocks put while it hashes are picked up by it, by a later put, or by
+  // verify_content. Every content is verified by its running hash alone; one with a wrong
+  // byte is still caught.
+  const std::uint32_t bs = cache_->block_size();
+  constexpr unsigned kThreads = 16;
+  constexpr std::uint32_t kPiece = 2;  // blocks per put
+  const std::uint32_t total = kThreads * kPiece * 6;
+  for (int round = 0; round < 8; ++round) {
+    const bool wrong = round == 7;
+    auto bytes = make_bytes(std::size_t{total} * bs - 7, 100 + round);
+    const auto id = testing::sha256_of(bytes);
+    if (wrong) bytes[std::size_t{total / 2} * bs + 3] ^= std::byte{1};
+    std::vector<std::thread> threads;
+    std::atomic<int> failed{0};
+    for (unsigned t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        for (std::uint32_t first = t * kPiece; first < total; first += kThreads * kPiece) {
+          const std::size_t off = std::size_t{first} * bs;
+          const auto piece =
+              std::span(bytes).subspan(off, std::min(bytes.size() - off, std::size_t{kPiece} * bs));
+          if (!cache_->put_blocks(id, bytes.size(), first, piece)) ++failed;
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    ASSERT_EQ(failed.load(), 0);
+    auto st = cache_->verify_content(id, bytes.size());
+    if (wrong) {
+      ASSERT_FALSE(st);
+      EXPECT_EQ(st.error().kind, CacheError::Kind::kCorrupt);
+    } else {
+      ASSERT_TRUE(st) << st.error().message;
+      EXPECT_EQ(*st, (ContentState{total, total, true})) << "round " << round;
+    }
+  }
+  EXPECT_EQ(cache_->stats().value().second_hash_passes, 0u);
+
+  // Stored by an earlier process: verified by a pass of its own, and counted.
+  const auto bytes = make_bytes(3 * bs, 7);
+  const auto id = testing::sha256_of(bytes);
+  testing::put_all(*cache_, id, bytes);
+  cache_.reset();
+  cache_ = testing::open_or_die(testing::test_options(dir_.path()));
+  ASSERT_TRUE(cache_->verify_content(id, bytes.size()).value().verified);
+  EXPECT_EQ(cache_->stats().value().second_hash_passes, 1u);
 }
 
 TEST_F(VerifyTest, GitBlobContentVerifies) {
