@@ -123,7 +123,7 @@ Expected<Source, ReadError> Fetcher::ensure(const FileContent& content, BlockRan
   if (auto e = refused(content)) return unexpected(std::move(*e));
   if (auto m = memory_.hit(content.id)) return Source{std::move(m), {}};
   auto r = gate_.streams(content.id) ? ensure_streaming(content, need, wait, then)
-                                     : ensure_verified(content, need, wait);
+                                     : ensure_verified(content, wait);
   // Nothing of the cache is served before this point: it is admitted here (by a download of
   // this process, a grant of its audiences, or a proof), and the gate's verdict goes back.
   if (r && !r->memory) {
@@ -142,7 +142,7 @@ Expected<Source, ReadError> Fetcher::ensure(const FileContent& content, BlockRan
   return r;
 }
 
-Expected<Source, ReadError> Fetcher::ensure_verified(const FileContent& c, BlockRange need,
+Expected<Source, ReadError> Fetcher::ensure_verified(const FileContent& c,
                                                      const WaitPolicy& wait) {
   auto state = store_.content_state(c.id);
   if (!state) return fetch_to_memory(c, wait, "the cache cannot be read: " + state.error().message);
@@ -167,11 +167,12 @@ Expected<Source, ReadError> Fetcher::ensure_verified(const FileContent& c, Block
     if (auto v = verify_cached(c, claimed->finished->verified); !v) return unexpected(v.error());
     return Source{};
   }
-  // The read's own blocks first, then the rest of the file from there on, then the front
-  // (blocks another process stored meanwhile are skipped by the downloads).
-  const auto in_need = [&](std::uint32_t b) { return b >= need.first && b < need.end(); };
-  const auto rest = std::stable_partition(missing->begin(), missing->end(), in_need);
-  std::stable_partition(rest, missing->end(), [&](std::uint32_t b) { return b >= need.end(); });
+  // In file order (blocks another process stored meanwhile are skipped by the downloads).
+  // Nothing of the file is served before all of it matched its hash, and the hash follows the
+  // blocks from the front as they arrive: the read's own blocks first would only hold the hash
+  // back. (The kernel's readahead READs reach the request threads in any order: when one of
+  // them planned the file from its own offset, the front came last, and the whole file was
+  // hashed after its last byte arrived.)
   auto r = downloads_.fetch_blocks(c, *missing, wait, std::nullopt);
   if (!r) return unexpected(r.error());
   if (*r == Stored::kNotKept) return fetch_to_memory(c, wait, "the cache could not keep it");

@@ -55,8 +55,8 @@ class Fetcher {
 
   // Makes the bytes of `need` servable and says where they are: a content verified in memory,
   // or the cache with the gate's verdict once it is (with verified serving: the whole content
-  // downloaded, the blocks of `need` first, and verified by this process; streaming: the
-  // blocks of `need` present). One pass, no retry of its own: a verdict that is still "fetch
+  // downloaded, front to back, and verified by this process; streaming: the blocks of `need`
+  // present). One pass, no retry of its own: a verdict that is still "fetch
   // first" (the cache lost the blocks meanwhile) is the reader's to ask again. `then` is
   // queued as a prefetch after the downloads this read waits for (streaming readahead).
   Expected<Source, ReadError> ensure(const FileContent& content, BlockRange need,
@@ -80,8 +80,7 @@ class Fetcher {
 
  private:
   using Stored = Downloads::Stored;
-  Expected<Source, ReadError> ensure_verified(const FileContent& c, BlockRange need,
-                                              const WaitPolicy& wait);
+  Expected<Source, ReadError> ensure_verified(const FileContent& c, const WaitPolicy& wait);
   Expected<Source, ReadError> ensure_streaming(const FileContent& c, BlockRange need,
                                                const WaitPolicy& wait,
                                                std::optional<BlockRange> then);
