@@ -116,7 +116,7 @@ Result<std::optional<std::vector<std::uint8_t>>> ContentVerifier::hash_content(
           damaged.push_back(next);
           return {};
         }
-        hasher.update(value.subspan(BlockGeometry::kChecksumSize));
+        hash_mapped(hasher, value.subspan(BlockGeometry::kChecksumSize));
       }
       return {};
     });

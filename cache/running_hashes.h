@@ -28,6 +28,9 @@
 
 namespace whfs::cache {
 
+// hasher.update(data) for bytes read from the store's map, a page ahead in the CPU's caches.
+void hash_mapped(Hasher& hasher, std::span<const std::byte> data);
+
 class RunningHashes {
  public:
   RunningHashes(TxnEngine& engine, const BlockGeometry& geometry)
