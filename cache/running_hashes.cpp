@@ -3,6 +3,7 @@
 #include "cache/running_hashes.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "cache/block_format.h"
 
@@ -17,13 +18,10 @@ void RunningHashes::advance(const ContentId& id, std::uint64_t content_size, std
     if (it != hashes_.end()) {
       h = it->second;
     } else if (first == 0) {
-      h = hashes_
-              .emplace(id, std::make_shared<RunningHash>(
-                               id.kind() == ContentId::Kind::kSha256
-                                   ? Hasher(HashAlgo::kSha256)
-                                   : git_blob_hasher(content_size),
-                               content_size, epoch))
-              .first->second;
+      Hasher hasher = id.kind() == ContentId::Kind::kSha256 ? Hasher(HashAlgo::kSha256)
+                                                            : git_blob_hasher(content_size);
+      h = std::make_shared<RunningHash>(std::move(hasher), content_size, epoch);
+      hashes_.emplace(id, h);
     } else {
       return;  // the front has not arrived: nothing to hash yet
     }

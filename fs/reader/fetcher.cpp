@@ -142,8 +142,7 @@ Expected<Source, ReadError> Fetcher::ensure(const FileContent& content, BlockRan
   return r;
 }
 
-Expected<Source, ReadError> Fetcher::ensure_verified(const FileContent& c,
-                                                     const WaitPolicy& wait) {
+Expected<Source, ReadError> Fetcher::ensure_verified(const FileContent& c, const WaitPolicy& wait) {
   auto state = store_.content_state(c.id);
   if (!state) return fetch_to_memory(c, wait, "the cache cannot be read: " + state.error().message);
   if (*state && (*state)->complete()) {
