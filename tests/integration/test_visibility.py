@@ -107,6 +107,9 @@ class Metrics(MountedTestCase):
         self.assertGreater(after["process_threads"], 1)
         self.assertEqual(after["wheelhouse_cache_cap_bytes"], 20 << 30)
         self.assertEqual(after["wheelhouse_transfers_in_flight"], 0)
+        # Files downloaded here are verified by the hash that ran as their blocks arrived: none
+        # was read from the cache a second time to be hashed.
+        self.assertEqual(after["wheelhouse_cache_second_hash_passes_total"], 0)
         # The textfile: the same families, readable by node_exporter, checked by promtool,
         # rewritten every few seconds, gone at unmount.
         self.assertTrue(wait_for(lambda: os.path.exists(textfile), timeout=10))
