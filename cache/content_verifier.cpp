@@ -99,6 +99,7 @@ Result<std::optional<std::vector<std::uint8_t>>> ContentVerifier::hash_content(
   for (std::uint32_t first = 0; first < total && !gap && damaged.empty(); first += per_txn) {
     const std::uint32_t end = std::min(total, first + per_txn);
     auto ok = engine_.read([&](ReadTxnPool::Reader& rd) -> lmdb::Res<void> {
+      StoredBytesHasher bytes(hasher, engine_.env());
       auto e = rd.cursor.seek(block_key(id, first).bytes());
       for (std::uint32_t next = first; next < end; ++next, e = rd.cursor.next()) {
         if (!e) return Unexpected<lmdb::Error>{e.error()};
@@ -116,8 +117,9 @@ Result<std::optional<std::vector<std::uint8_t>>> ContentVerifier::hash_content(
           damaged.push_back(next);
           return {};
         }
-        hash_mapped(hasher, value.subspan(BlockGeometry::kChecksumSize));
+        bytes.add(value.subspan(BlockGeometry::kChecksumSize));
       }
+      bytes.flush();  // (within the txn)
       return {};
     });
     if (!ok) return Unexpected<CacheError>{ok.error()};

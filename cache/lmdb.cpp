@@ -57,10 +57,13 @@ void Env::learn_sizes() {
     MDB_stat st{};
     mdb_env_stat(env_, &st);
     page_size_ = st.ms_psize;
+    mdb_filehandle_t fd = -1;
+    if (mdb_env_get_fd(env_, &fd) == 0) data_fd_ = fd;
   }
   MDB_envinfo info{};
   mdb_env_info(env_, &info);
   map_size_.store(info.me_mapsize, std::memory_order_relaxed);
+  map_addr_.store(static_cast<const std::byte*>(mdb_env_get_map(env_)), std::memory_order_relaxed);
 }
 
 Env::~Env() {
@@ -70,7 +73,9 @@ Env::~Env() {
 Env::Env(Env&& other) noexcept
     : env_(std::exchange(other.env_, nullptr)),
       page_size_(other.page_size_),
-      map_size_(other.map_size_.load()) {}
+      map_size_(other.map_size_.load()),
+      map_addr_(other.map_addr_.load()),
+      data_fd_(other.data_fd_) {}
 
 Env& Env::operator=(Env&& other) noexcept {
   if (this != &other) {
@@ -78,6 +83,8 @@ Env& Env::operator=(Env&& other) noexcept {
     env_ = std::exchange(other.env_, nullptr);
     page_size_ = other.page_size_;
     map_size_.store(other.map_size_.load());
+    map_addr_.store(other.map_addr_.load());
+    data_fd_ = other.data_fd_;
   }
   return *this;
 }

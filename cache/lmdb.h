@@ -92,6 +92,11 @@ class Env {
   // seen under load). The page size never changes; the map size changes only here.
   std::size_t map_size() const { return map_size_.load(std::memory_order_relaxed); }
   std::size_t page_size() const { return page_size_; }
+  // Where the data file is mapped (valid while a txn of this process is active: a remap needs
+  // none) and the data file's descriptor: a value read in a txn lies at (its address - map
+  // address) in the file.
+  const std::byte* map_address() const { return map_addr_.load(std::memory_order_relaxed); }
+  int data_fd() const { return data_fd_; }
   Res<void> sync(bool force);
   // Clears reader slots of dead processes; returns how many.
   int reader_check() const;
@@ -104,6 +109,8 @@ class Env {
   MDB_env* env_ = nullptr;
   std::size_t page_size_ = 0;
   std::atomic<std::size_t> map_size_{0};
+  std::atomic<const std::byte*> map_addr_{nullptr};
+  int data_fd_ = -1;
 };
 
 class Txn {

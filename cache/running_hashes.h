@@ -23,13 +23,27 @@
 
 #include "cache/content_id.h"
 #include "cache/records.h"
+#include "cache/stored_copy.h"
 #include "cache/txn_engine.h"
 #include "fs/common/hash.h"
 
 namespace whfs::cache {
 
-// hasher.update(data) for bytes read from the store's map, a page ahead in the CPU's caches.
-void hash_mapped(Hasher& hasher, std::span<const std::byte> data);
+// Hashes stored bytes read in a txn, in the order added, from copies out of the data file
+// (stored_copy.h says why not through the map), kScratch bytes at a time.
+class StoredBytesHasher {
+ public:
+  StoredBytesHasher(Hasher& hasher, const lmdb::Env& env) : hasher_(hasher), copy_(env) {}
+  void add(std::span<const std::byte> payload);
+  void flush();  // hashes what was added; before the txn ends
+
+ private:
+  static constexpr std::size_t kScratch = std::size_t{256} << 10;
+  Hasher& hasher_;
+  StoredCopy copy_;
+  std::byte* scratch_ = nullptr;  // this thread's
+  std::size_t used_ = 0;
+};
 
 class RunningHashes {
  public:

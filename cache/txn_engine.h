@@ -61,6 +61,7 @@ class TxnEngine {
 
   const Dbs& dbs() const { return dbs_; }
   std::uint64_t map_size() const { return env_.map_size(); }
+  const lmdb::Env& env() const { return env_; }
   std::uint64_t cap() const { return cap_bytes_.load(); }
   std::uint64_t now_ms() const;
 

@@ -810,6 +810,15 @@ int  mdb_env_get_path(MDB_env *env, const char **path);
 	 */
 int  mdb_env_get_fd(MDB_env *env, mdb_filehandle_t *fd);
 
+	/** @brief wheelhouse-fs patch: the address the data file is mapped at.
+	 *
+	 * Valid from #mdb_env_open() until the map is replaced by #mdb_env_set_mapsize()
+	 * or the env is closed; NULL before. A value read in a txn lies at (its address -
+	 * this) in the file that #mdb_env_get_fd() returns.
+	 * @param[in] env An environment handle returned by #mdb_env_create()
+	 */
+void *mdb_env_get_map(MDB_env *env);
+
 	/** @brief Set the size of the memory map to use for this environment.
 	 *
 	 * The size should be a multiple of the OS page size. The default is

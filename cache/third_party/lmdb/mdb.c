@@ -9699,6 +9699,17 @@ mdb_env_get_fd(MDB_env *env, mdb_filehandle_t *arg)
 	return MDB_SUCCESS;
 }
 
+/** wheelhouse-fs patch (see ../README.md): where the data file is mapped, so that
+ * a value read in a txn can be copied out of the file at (its address - the map's)
+ * with pread instead of read through the map. (mdb_env_info()'s me_mapaddr is the
+ * MDB_FIXEDMAP address recorded in the meta page, NULL without it.)
+ */
+void * ESECT
+mdb_env_get_map(MDB_env *env)
+{
+	return env ? env->me_map : NULL;
+}
+
 /** Common code for #mdb_stat() and #mdb_env_stat().
  * @param[in] env the environment to operate in.
  * @param[in] db the #MDB_db record containing the stats to return.
