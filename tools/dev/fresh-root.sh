@@ -27,8 +27,10 @@ trap release EXIT
 mkdir -p "$work"
 if [[ ! -x $base/bin/bash ]]; then
   command -v debootstrap >/dev/null || apt-get install -y -qq debootstrap >/dev/null
-  mirror=$(grep -hoE '^(URIs:|deb) +https?://[^ ]+' /etc/apt/sources.list.d/*.sources \
-             /etc/apt/sources.list 2>/dev/null | awk '{print $2}' | head -n 1)
+  # (grep exits 2 when one of the files is missing, as /etc/apt/sources.list is on a machine
+  # with deb822 sources only: not a failure here.)
+  mirror=$({ grep -hoE '^(URIs:|deb) +https?://[^ ]+' /etc/apt/sources.list.d/*.sources \
+               /etc/apt/sources.list 2>/dev/null || true; } | awk '{print $2}' | head -n 1)
   rm -rf "$base"
   debootstrap --variant=minbase bookworm "$base" "${mirror:-http://deb.debian.org/debian}"
 fi
