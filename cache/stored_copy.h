@@ -3,11 +3,13 @@
 // through the memory map.
 //
 // Why: a value read in a txn points into the map, and the first touch of each 4 KiB page of a
-// mapping costs this process a page fault (on the VMs we measure, about 1 us a page). A cold
-// read stores 256 MiB in new pages, hashes them and serves them: through the map that is 65,536
-// faults, a quarter of the daemon's CPU, and the hash is on the read's critical path. The
+// mapping costs this process a page fault (on the VMs we measure, 1.0-1.25 us a page: touching
+// the 65,536 pages of 256 MiB just written took 66-82 ms). A cold read stores its bytes in new
+// pages and hashes them before it serves any, so the hash is on the read's critical path. The
 // kernel copies the same pages out of its page cache with no fault (18 GB/s here), into a
-// buffer that stays mapped. Measured on a cold 256 MiB read: the hash 1.0 -> 1.45 GB/s.
+// buffer that stays mapped. Measured on a cold 256 MiB read: the hash 1.0 -> 1.45 GB/s of its
+// thread's CPU. (Serving READs the same way was slower: the FUSE reply's own copy out of the
+// map costs less than one more copy; tests/bench/README.md.)
 //
 // The bytes are the same: LMDB writes its pages with pwrite(2) (no MDB_WRITEMAP), the map is
 // MAP_SHARED over the same page cache, and pages a txn can see are not reused before it ends.
