@@ -15,7 +15,7 @@ namespace {
 using testing::make_bytes;
 using testing::TempDir;
 
-std::span<const std::byte> bytes_of(const std::string& s) {
+std::span<const std::byte> stored_value_key(const std::string& s) {
   return std::as_bytes(std::span(s.data(), s.size()));
 }
 
@@ -35,7 +35,7 @@ class StoredCopyTest : public ::testing::Test {
     for (int i = 0; i < 12; ++i) {
       values_.push_back(make_bytes(i == 5 ? 100 : 20000 + 1000 * i, 10 + i));
       const std::string key = "k" + std::to_string(100 + i);
-      ASSERT_TRUE(txn->put(dbi_, bytes_of(key), values_.back()));
+      ASSERT_TRUE(txn->put(dbi_, stored_value_key(key), values_.back()));
       if (i % 4 == 3) {
         ASSERT_TRUE(txn->commit());
         txn = lmdb::Txn::begin(env_, 0);
@@ -62,7 +62,7 @@ TEST_F(StoredCopyTest, ValuesComeOutOfTheFileInFewReadsWithTheirBytes) {
   StoredCopy copy(env_);
   std::size_t at = 0;
   for (std::size_t i = 0; i < values_.size(); ++i) {
-    auto v = txn->get(dbi_, bytes_of("k" + std::to_string(100 + i)));
+    auto v = txn->get(dbi_, stored_value_key("k" + std::to_string(100 + i)));
     ASSERT_TRUE(v && *v);
     // Where the patched mdb_env_get_map() says the file is mapped.
     EXPECT_GE((**v).data(), env_.map_address());
@@ -89,7 +89,7 @@ TEST_F(StoredCopyTest, BytesOutsideTheMapAndOutOfOrderAreCopiedAsTheyAre) {
   std::vector<std::vector<std::byte>> want;
   std::vector<std::span<const std::byte>> from;
   for (int i = 11; i >= 0; --i) {
-    auto v = txn->get(dbi_, bytes_of("k" + std::to_string(100 + i)));
+    auto v = txn->get(dbi_, stored_value_key("k" + std::to_string(100 + i)));
     ASSERT_TRUE(v && *v);
     from.push_back(**v);
     want.push_back(values_[static_cast<std::size_t>(i)]);
