@@ -2,18 +2,26 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 
 namespace whfs::cache {
 namespace {
 
-// Where the bytes between two values go; nobody reads them.
-std::byte g_gap[16u << 10];
+constexpr std::size_t kGapBuffer = 16u << 10;
+
+// Where the bytes between two values go; nobody reads them. The thread's own: preadv writes it
+// (and TSan sees those writes).
+std::byte* gap_buffer() {
+  thread_local std::unique_ptr<std::byte[]> buf;
+  if (!buf) buf.reset(new std::byte[kGapBuffer]);
+  return buf.get();
+}
 
 }  // namespace
 
 StoredCopy::StoredCopy(const lmdb::Env& env)
     : map_(env.map_address()), map_size_(env.map_size()), fd_(env.data_fd()) {
-  static_assert(sizeof g_gap >= kMaxGap);
+  static_assert(kGapBuffer >= kMaxGap);
 }
 
 void StoredCopy::add(std::span<const std::byte> from, std::byte* to) {
@@ -33,7 +41,7 @@ void StoredCopy::add(std::span<const std::byte> from, std::byte* to) {
   if (pending_.empty()) {
     start_ = end_ = off;
   } else if (off > end_) {
-    iov_.push_back(iovec{g_gap, static_cast<std::size_t>(off - end_)});
+    iov_.push_back(iovec{gap_buffer(), static_cast<std::size_t>(off - end_)});
   }
   iov_.push_back(iovec{to, from.size()});
   pending_.push_back(Piece{from, to});
